@@ -1,0 +1,34 @@
+"""diffsim: differentiable simulation that stays trustworthy through contact.
+
+A simulator is a step ``s' = f(s, θ)``; a rollout composes it T times. diffsim gives exact
+gradients and Jacobians through rollouts — by autodiff and by analytic per-step Jacobians
+chained forwards or backwards — and the tools to tell when they can be trusted.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from . import integrators as integrators
+from . import systems as systems
+from ._jacobians import adjoint_vjp as adjoint_vjp
+from ._jacobians import forward_sensitivity as forward_sensitivity
+from ._jacobians import rollout_jacobian as rollout_jacobian
+from ._jacobians import step_jacobian as step_jacobian
+from ._rollout import checkpoint_segments as checkpoint_segments
+from ._rollout import rollout as rollout
+
+try:
+    __version__ = version("diffsim")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0+unknown"
+
+__all__ = [
+    "__version__",
+    "adjoint_vjp",
+    "checkpoint_segments",
+    "forward_sensitivity",
+    "integrators",
+    "rollout",
+    "rollout_jacobian",
+    "step_jacobian",
+    "systems",
+]

@@ -1,0 +1,149 @@
+"""The integrator interface: a step builder over (x, v) states with an acceleration.
+
+An integrator is a pure step ``(x, v) -> (x', v')`` for ``x'' = a(x, v, θ[, u])`` with time
+step ``h``. It also ships its analytic per-step Jacobian (:meth:`Integrator.jacobian`), built
+from the scheme's own formulas and the acceleration's derivatives, so the library can chain
+it forwards or backwards without autodiff through the rollout.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+
+from .._checks import check_positive
+from .._types import Matrix, Params
+
+Acceleration = Callable[..., Any]
+"""``a(x, v, theta)`` or, with a control, ``a(x, v, theta, u)``; returns an array shaped like x."""
+
+AccelerationJacobian = Callable[..., tuple[Matrix, Matrix, Matrix]]
+"""``(∂a/∂x, ∂a/∂v, ∂a/∂θ)`` of shapes (n, n), (n, n), (n, n_θ) with θ raveled."""
+
+
+def _as_array(h):
+    return jnp.asarray(h)
+
+
+class Lin(eqx.Module):
+    """A value with its derivative matrix ``D = ∂value/∂(x, v, θ)`` (rows = value entries).
+
+    Integrator schemes are written once over ``Lin``; with ``D=None`` they compute values
+    only, with ``D`` they also apply the chain rule analytically, stage by stage.
+    """
+
+    val: Any
+    D: Any = None
+
+    def __add__(self, other: Lin) -> Lin:
+        D = None if self.D is None else self.D + other.D
+        return Lin(self.val + other.val, D)
+
+    def __sub__(self, other: Lin) -> Lin:
+        D = None if self.D is None else self.D - other.D
+        return Lin(self.val - other.val, D)
+
+    def __rmul__(self, c: Any) -> Lin:
+        return Lin(c * self.val, None if self.D is None else c * self.D)
+
+
+class Integrator(eqx.Module):
+    """Abstract base: a time step of ``x'' = a(x, v, θ[, u])`` over states ``(x, v)``.
+
+    Attributes:
+        accel: the acceleration ``a(x, v, theta[, u])`` (static: a hashable callable).
+        h: time step in seconds (> 0); an array, so it can be traced and differentiated.
+        accel_jacobian: optional analytic ``(∂a/∂x, ∂a/∂v, ∂a/∂θ)``; when absent the
+            acceleration alone (never the rollout) is differentiated by ``jax.jacfwd``.
+    """
+
+    accel: Acceleration = eqx.field(static=True)
+    h: Any = eqx.field(converter=_as_array)
+    accel_jacobian: AccelerationJacobian | None = eqx.field(static=True, default=None)
+
+    order: ClassVar[int]
+    symplectic: ClassVar[bool] = False
+
+    def __check_init__(self):
+        if not callable(self.accel):
+            raise TypeError(f"accel must be callable a(x, v, theta[, u]), got {self.accel!r}")
+        check_positive("h", self.h)
+
+    # --- the acceleration and its derivatives -------------------------------------------
+    def _a(self, x, v, theta, u):
+        a = self.accel(x, v, theta) if u is None else self.accel(x, v, theta, u)
+        return jnp.broadcast_to(jnp.asarray(a, jnp.result_type(x)), jnp.shape(x))
+
+    def _a_jac(self, x, v, theta, u):
+        n = jnp.size(x)
+        if self.accel_jacobian is not None:
+            args = (x, v, theta) if u is None else (x, v, theta, u)
+            Ax, Av, At = self.accel_jacobian(*args)
+            p = ravel_pytree(theta)[0].size
+            return (
+                jnp.reshape(Ax, (n, n)),
+                jnp.reshape(Av, (n, n)),
+                jnp.reshape(At, (n, p)),
+            )
+        p_flat, unravel = ravel_pytree(theta)
+
+        def flat_a(xf, vf, pf):
+            a = self._a(xf.reshape(jnp.shape(x)), vf.reshape(jnp.shape(v)), unravel(pf), u)
+            return jnp.ravel(a)
+
+        return jax.jacfwd(flat_a, argnums=(0, 1, 2))(jnp.ravel(x), jnp.ravel(v), p_flat)
+
+    def lin_accel(self, x: Lin, v: Lin, theta: Params, u: Any, Dtheta: Any) -> Lin:
+        """``a(x, v, θ)`` as a ``Lin``: ``D_a = A_x D_x + A_v D_v + A_θ D_θ``."""
+        a = self._a(x.val, v.val, theta, u)
+        if x.D is None:
+            return Lin(a)
+        Ax, Av, At = self._a_jac(x.val, v.val, theta, u)
+        return Lin(a, Ax @ x.D + Av @ v.D + At @ Dtheta)
+
+    # --- the scheme ----------------------------------------------------------------------
+    @abc.abstractmethod
+    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dtheta: Any) -> tuple[Lin, Lin]:
+        """One step of the method over ``Lin`` values: returns ``(x', v')``."""
+
+    def __call__(self, state, theta: Params, u: Any = None):
+        """``(x, v) -> (x', v')``: one step of length ``h``."""
+        x, v = _unpack(state)
+        x1, v1 = self.scheme(Lin(x), Lin(v), theta, u, None)
+        return (x1.val.reshape(jnp.shape(x)), v1.val.reshape(jnp.shape(v)))
+
+    def jacobian(self, state, theta: Params, u: Any = None) -> tuple[Matrix, Matrix]:
+        r"""Analytic per-step Jacobians ``(∂(x',v')/∂(x,v), ∂(x',v')/∂θ)``.
+
+        Rows and columns in raveled order: all of x then all of v; θ raveled.
+        """
+        x, v = _unpack(state)
+        n = jnp.size(x)
+        p = ravel_pytree(theta)[0].size
+        dtype = jnp.result_type(x, v, float)
+        eye = jnp.eye(2 * n + p, dtype=dtype)
+        Dx, Dv, Dt = eye[:n], eye[n : 2 * n], eye[2 * n :]
+        x0 = Lin(x.astype(dtype), Dx)
+        v0 = Lin(v.astype(dtype), Dv)
+        x1, v1 = self.scheme(x0, v0, theta, u, Dt)
+        D = jnp.concatenate([x1.D, v1.D], axis=0)
+        return D[:, : 2 * n], D[:, 2 * n :]
+
+
+def _unpack(state):
+    if not (isinstance(state, (tuple, list)) and len(state) == 2):
+        raise TypeError(
+            f"state must be a pair (x, v) of arrays of equal shape, got {type(state).__name__}"
+        )
+    x, v = state
+    x = jnp.asarray(x)
+    v = jnp.asarray(v)
+    if x.shape != v.shape:
+        raise ValueError(f"state (x, v) must have equal shapes, got {x.shape} and {v.shape}")
+    return x, v

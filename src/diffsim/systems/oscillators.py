@@ -1,0 +1,102 @@
+"""Smooth nonlinear test systems: pendulum, nonlinear (Duffing) spring, harmonic oscillator."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .._checks import check_positive
+from ..integrators import Integrator, SemiImplicitEuler
+from .base import System
+
+
+def _pendulum_accel(x, v, theta):
+    return -theta["g_over_l"] * jnp.sin(x) - theta["damping"] * v
+
+
+def _pendulum_accel_jacobian(x, v, theta):
+    # theta raveled in key order: (damping, g_over_l)
+    Ax = jnp.diag(jnp.atleast_1d(-theta["g_over_l"] * jnp.cos(x)))
+    Av = -theta["damping"] * jnp.eye(jnp.size(x), dtype=Ax.dtype)
+    At = jnp.stack([-jnp.ravel(v), -jnp.ravel(jnp.sin(x))], axis=1)
+    return Ax, Av, At
+
+
+def pendulum(
+    h: float = 0.01,
+    *,
+    g_over_l: float = 9.81,
+    damping: float = 0.0,
+    angle0: float = 1.0,
+    omega0: float = 0.0,
+    integrator: type[Integrator] = SemiImplicitEuler,
+) -> System:
+    r"""A pendulum :math:`\ddot φ = -(g/l)\sin φ - c\,\dot φ`, θ = {g_over_l, damping}.
+
+    Energy per unit :math:`m l^2`: :math:`E = \dot φ^2/2 + (g/l)(1 - \cos φ)`.
+    """
+    check_positive("h", h)
+    step = integrator(_pendulum_accel, h=h, accel_jacobian=_pendulum_accel_jacobian)
+    theta = {"g_over_l": jnp.asarray(g_over_l), "damping": jnp.asarray(damping)}
+    return System("pendulum", step, (jnp.asarray(angle0), jnp.asarray(omega0)), theta)
+
+
+def pendulum_energy(state, theta):
+    """Energy per unit :math:`m l^2` of :func:`pendulum`."""
+    x, v = state
+    return 0.5 * v**2 + theta["g_over_l"] * (1 - jnp.cos(x))
+
+
+def _duffing_accel(x, v, theta):
+    return -(theta["k"] * x + theta["k3"] * x**3) / theta["m"] - theta["c"] * v / theta["m"]
+
+
+def _duffing_accel_jacobian(x, v, theta):
+    # theta raveled in key order: (c, k, k3, m)
+    c, k, k3, m = theta["c"], theta["k"], theta["k3"], theta["m"]
+    Ax = jnp.diag(jnp.atleast_1d(-(k + 3 * k3 * x**2) / m))
+    Av = -(c / m) * jnp.eye(jnp.size(x), dtype=Ax.dtype)
+    a = _duffing_accel(x, v, theta)
+    At = jnp.stack(
+        [-jnp.ravel(v) / m, -jnp.ravel(x) / m, -jnp.ravel(x) ** 3 / m, -jnp.ravel(a) / m],
+        axis=1,
+    )
+    return Ax, Av, At
+
+
+def nonlinear_spring(
+    h: float = 0.01,
+    *,
+    m: float = 1.0,
+    k: float = 4.0,
+    k3: float = 2.0,
+    c: float = 0.0,
+    x0: float = 1.0,
+    v0: float = 0.0,
+    integrator: type[Integrator] = SemiImplicitEuler,
+) -> System:
+    r"""A mass on a hardening (Duffing) spring: :math:`m\ddot x = -k x - k_3 x^3 - c\dot x`."""
+    check_positive("h", h)
+    step = integrator(_duffing_accel, h=h, accel_jacobian=_duffing_accel_jacobian)
+    theta = {
+        "m": jnp.asarray(m),
+        "k": jnp.asarray(k),
+        "k3": jnp.asarray(k3),
+        "c": jnp.asarray(c),
+    }
+    return System("nonlinear_spring", step, (jnp.asarray(x0), jnp.asarray(v0)), theta)
+
+
+def harmonic_oscillator(
+    h: float = 0.01,
+    *,
+    omega: float = 1.0,
+    x0: float = 1.0,
+    v0: float = 0.0,
+    integrator: type[Integrator] = SemiImplicitEuler,
+) -> System:
+    r""":math:`\ddot x = -ω^2 x`; closed form :math:`x(t) = x_0\cos ωt + (v_0/ω)\sin ωt`."""
+    check_positive("h", h)
+    step = integrator(lambda x, v, th: -th["omega"] ** 2 * x, h=h)
+    return System(
+        "harmonic_oscillator", step, (jnp.asarray(x0), jnp.asarray(v0)), {"omega": jnp.asarray(omega)}
+    )

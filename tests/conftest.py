@@ -1,0 +1,42 @@
+"""Shared test fixtures: float64 on, a PRNG key, tree comparison, registries."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from diffsim import integrators  # noqa: E402
+
+INTEGRATORS = dict(integrators.INTEGRATORS)
+
+
+@pytest.fixture
+def key():
+    return jax.random.PRNGKey(0)
+
+
+def tree_allclose(a, b, *, rtol=1e-7, atol=1e-9) -> bool:
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    if ta != tb:
+        return False
+    return all(np.allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol) for x, y in zip(la, lb))
+
+
+def central_fd(f, x, eps=1e-6):
+    """Central finite-difference Jacobian of f: R^n -> R^m, in float64."""
+    x = jnp.asarray(x, jnp.float64)
+    cols = []
+    for i in range(x.size):
+        e = jnp.zeros_like(x).at[i].set(eps)
+        cols.append((jnp.ravel(f(x + e)) - jnp.ravel(f(x - e))) / (2 * eps))
+    return jnp.stack(cols, axis=1)

@@ -1,0 +1,64 @@
+"""Gradient estimators through contact: exact, finite differences, ZoBG, FoBG, AoBG.
+
+Every estimator is a strategy object with one method,
+``estimator(loss, theta, key) -> GradientEstimate``, for any scalar JAX loss over a pytree θ.
+See ``docs/estimators.md`` and Suh et al., ICML 2022.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .alpha_order import AlphaOrder as AlphaOrder
+from .alpha_order import bernstein_radius as bernstein_radius
+from .alpha_order import choose_alpha as choose_alpha
+from .base import Estimator as Estimator
+from .base import GradientEstimate as GradientEstimate
+from .exact import Exact as Exact
+from .finite_difference import FiniteDifference as FiniteDifference
+from .first_order import FirstOrder as FirstOrder
+from .rollout_inputs import rollout_input_loss as rollout_input_loss
+from .zeroth_order import ZerothOrder as ZerothOrder
+
+ESTIMATORS: dict[str, type[Estimator]] = {
+    "exact": Exact,
+    "fd": FiniteDifference,
+    "zeroth": ZerothOrder,
+    "first": FirstOrder,
+    "alpha": AlphaOrder,
+}
+"""Name → estimator class, as used by :func:`make_estimator` and the CLI."""
+
+
+def make_estimator(name: str, **options: Any) -> Estimator:
+    """Build the estimator registered as ``name`` with keyword ``options``.
+
+    Example:
+        >>> make_estimator("zeroth", sigma=0.5, num_samples=8).num_samples
+        8
+
+    Raises:
+        ValueError: unknown ``name`` (the message lists the valid ones) or a bad option.
+        TypeError: an option the estimator does not take.
+    """
+    if name not in ESTIMATORS:
+        raise ValueError(
+            f"estimator must be one of {', '.join(sorted(ESTIMATORS))}, got {name!r}"
+        )
+    return ESTIMATORS[name](**options)
+
+
+__all__ = [
+    "ESTIMATORS",
+    "AlphaOrder",
+    "Estimator",
+    "Exact",
+    "FiniteDifference",
+    "FirstOrder",
+    "GradientEstimate",
+    "ZerothOrder",
+    "bernstein_radius",
+    "choose_alpha",
+    "make_estimator",
+    "rollout_input_loss",
+]

@@ -6,7 +6,7 @@ import os
 
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
 
-import jax  # noqa: E402
+import jax
 
 jax.config.update("jax_enable_x64", True)
 
@@ -29,7 +29,9 @@ def tree_allclose(a, b, *, rtol=1e-7, atol=1e-9) -> bool:
     lb, tb = jax.tree_util.tree_flatten(b)
     if ta != tb:
         return False
-    return all(np.allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol) for x, y in zip(la, lb))
+    return all(
+        np.allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol) for x, y in zip(la, lb)
+    )
 
 
 def central_fd(f, x, eps=1e-6):

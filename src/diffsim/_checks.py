@@ -65,14 +65,12 @@ def check_finite_tree(name: str, tree: Any) -> Any:
                 f"{name}{jax.tree_util.keystr(path)} must be numeric, got dtype {arr.dtype}"
             )
         if np.issubdtype(arr.dtype, np.inexact) and not np.all(np.isfinite(arr)):
-            raise ValueError(
-                f"{name}{jax.tree_util.keystr(path)} must be finite, got {arr!r}"
-            )
+            raise ValueError(f"{name}{jax.tree_util.keystr(path)} must be finite, got {arr!r}")
     return tree
 
 
 def check_same_structure(name: str, tree: Any, reference: Any, reference_name: str) -> None:
-    """Raise ``TypeError`` unless ``tree`` has the tree structure and leaf shapes of ``reference``."""
+    """Raise ``TypeError`` unless ``tree`` has the structure and leaf shapes of ``reference``."""
     t1 = jax.tree_util.tree_structure(tree)
     t2 = jax.tree_util.tree_structure(reference)
     if t1 != t2:

@@ -73,8 +73,10 @@ def _scan(body, carry, xs, length: int, segments: tuple[int, ...], keep: bool):
     q, r = divmod(length, k)
     if q == 0:
         return _scan(body, carry, xs, length, inner, keep)
-    head = None if xs is None else jax.tree_util.tree_map(
-        lambda a: a[: q * k].reshape((q, k) + a.shape[1:]), xs
+    head = (
+        None
+        if xs is None
+        else jax.tree_util.tree_map(lambda a: a[: q * k].reshape((q, k) + a.shape[1:]), xs)
     )
 
     @jax.checkpoint
@@ -180,17 +182,34 @@ def rollout(
     )
 
 
+_STEP_OUTPUT_CACHE: dict = {}
+
+
 def check_step_output(step: Callable[..., State], s0: State, theta: Params, u0: Any) -> State:
-    """Trace ``step`` abstractly once, check its output matches ``s0``, return ``s0`` cast to
-    the output's dtypes (so the scan carry keeps one type)."""
+    """Trace ``step`` abstractly, check its output matches ``s0``, return ``s0`` cast to the
+    output's dtypes (so the scan carry keeps one type).
+
+    The abstract trace is cached per (step, shapes, dtypes) when ``step`` is hashable, so a
+    second call with new values costs neither a trace nor a compilation.
+    """
     if not callable(step):
         raise TypeError(f"step must be callable, got {step!r}")
+    spec = jax.tree_util.tree_map(
+        lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), (s0, theta, u0)
+    )
+    leaves, treedef = jax.tree_util.tree_flatten(spec)
     try:
-        out = jax.eval_shape(lambda s, p, u: call_step(step, s, p, u), s0, theta, u0)
-    except TypeError as err:
-        raise TypeError(
-            f"step could not be called as step(state, theta{', u' if u0 is not None else ''}): "
-            f"{err}"
-        ) from err
-    check_same_structure("step(s0, theta) output", out, s0, "s0")
+        cache_key = (step, treedef, tuple((x.shape, x.dtype) for x in leaves))
+        out = _STEP_OUTPUT_CACHE.get(cache_key)
+    except TypeError:  # unhashable step (e.g. a module holding arrays)
+        cache_key, out = None, None
+    if out is None:
+        try:
+            out = jax.eval_shape(lambda s, p, u: call_step(step, s, p, u), s0, theta, u0)
+        except TypeError as err:
+            args = "state, theta" + (", u" if u0 is not None else "")
+            raise TypeError(f"step could not be called as step({args}): {err}") from err
+        check_same_structure("step(s0, theta) output", out, s0, "s0")
+        if cache_key is not None and len(_STEP_OUTPUT_CACHE) < 1024:
+            _STEP_OUTPUT_CACHE[cache_key] = out
     return jax.tree_util.tree_map(lambda a, o: jnp.asarray(a, o.dtype), s0, out)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import typer
 
 from .. import __version__
-from . import _core as _core  # noqa: F401  (registers commands)
+from . import _core as _core
 from ._common import app
 
 

@@ -57,7 +57,7 @@ def _duffing_accel_jacobian(x, v, theta):
     Av = -(c / m) * jnp.eye(jnp.size(x), dtype=Ax.dtype)
     a = _duffing_accel(x, v, theta)
     At = jnp.stack(
-        [-jnp.ravel(v) / m, -jnp.ravel(x) / m, -jnp.ravel(x) ** 3 / m, -jnp.ravel(a) / m],
+        [-jnp.ravel(v) / m, -jnp.ravel(x) / m, -(jnp.ravel(x) ** 3) / m, -jnp.ravel(a) / m],
         axis=1,
     )
     return Ax, Av, At
@@ -96,7 +96,10 @@ def harmonic_oscillator(
 ) -> System:
     r""":math:`\ddot x = -ω^2 x`; closed form :math:`x(t) = x_0\cos ωt + (v_0/ω)\sin ωt`."""
     check_positive("h", h)
-    step = integrator(lambda x, v, th: -th["omega"] ** 2 * x, h=h)
+    step = integrator(lambda x, v, th: -(th["omega"] ** 2) * x, h=h)
     return System(
-        "harmonic_oscillator", step, (jnp.asarray(x0), jnp.asarray(v0)), {"omega": jnp.asarray(omega)}
+        "harmonic_oscillator",
+        step,
+        (jnp.asarray(x0), jnp.asarray(v0)),
+        {"omega": jnp.asarray(omega)},
     )

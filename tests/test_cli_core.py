@@ -1,0 +1,57 @@
+"""The `diffsim` command: --help, --version, jacobian (human and JSON), bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import diffsim
+from diffsim.cli import app
+
+runner = CliRunner()
+
+
+def test_help_and_version():
+    out = runner.invoke(app, ["--help"])
+    assert out.exit_code == 0 and "jacobian" in out.output
+    out = runner.invoke(app, ["--version"])
+    assert out.exit_code == 0 and diffsim.__version__ in out.output
+
+
+@pytest.mark.parametrize(("T", "h"), [(2, 1 / 60), (10, 0.05), (1, 0.3)])
+def test_jacobian_json(T, h):
+    out = runner.invoke(app, ["jacobian", "--steps", str(T), "--h", str(h), "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert set(data) == {"steps", "h", "autodiff", "product", "analytic", "closed_form"}
+    assert data["steps"] == T
+    for key in ("autodiff", "product", "analytic", "closed_form"):
+        np.testing.assert_allclose(data[key], [[1.0, T * h], [0.0, 1.0]], rtol=1e-6)
+
+
+def test_jacobian_table_shows_the_article_number():
+    out = runner.invoke(app, ["jacobian"])
+    assert out.exit_code == 0
+    assert out.output.count("0.0333") == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--h", "-1"], "h must be finite and > 0"),
+        (["--h", "nan"], "h must be a finite number"),
+        (["--steps", "0"], "steps must be an integer >= 1"),
+    ],
+)
+def test_jacobian_bad_input_exits_2_without_traceback(args, message):
+    proc = subprocess.run(
+        [sys.executable, "-m", "diffsim", "jacobian", *args], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout

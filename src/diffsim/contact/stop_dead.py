@@ -1,0 +1,57 @@
+"""The inelastic "stop dead" contact of the article's wall: all velocity vanishes."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from .base import EventContact, Plane, impact_fraction
+from .restitution import _check_mode
+
+
+class StopDead(EventContact):
+    r"""Perfectly inelastic, sticking contact: on impact the body stops, :math:`v^+ = 0`.
+
+    * naive (``toi=False``): a step ending inside the plane while approaching is projected
+      back onto the plane and its velocity zeroed;
+    * ``toi=True``: the body stops at the interpolated impact point
+      :math:`x_0 + s^*(x_1 - x_0)`, :math:`s^* = g_0/(g_0 - g_1)`, so its rest position moves
+      smoothly with the initial conditions;
+    * ``smoothing=τ`` (metres): :math:`v^+ = (1 - w) v`, :math:`w = σ(-g_1/τ)σ(-v_n h/τ)`,
+      position pushed out by :math:`τ\,\mathrm{softplus}(-g_1/τ)`; tends to naive as τ → 0.
+
+    Attributes:
+        plane: the :class:`Plane`.
+        toi: locate the impact inside the step (static).
+        smoothing: temperature τ > 0 in metres, or ``None`` (static).
+    """
+
+    plane: Plane
+    toi: bool = eqx.field(static=True, default=False)
+    smoothing: float | None = eqx.field(static=True, default=None)
+
+    def __check_init__(self):
+        _check_mode(self.toi, self.smoothing)
+
+    def resolve(self, integrator, state0, state1, theta, u):
+        x0, _v0 = state0
+        x1, v1 = state1
+        n = self.plane.normal
+        g0 = self.plane.gap(x0)
+        g1 = self.plane.gap(x1)
+        vn1 = self.plane.normal_velocity(v1)
+        if self.smoothing is not None:
+            tau = self.smoothing
+            wv = jax.nn.sigmoid(-vn1 * integrator.h / tau)
+            w = jax.nn.sigmoid(-g1 / tau) * wv
+            return x1 + tau * jax.nn.softplus(-g1 / tau) * wv * n, (1 - w) * v1
+        hit_naive = (g1 < 0) & (vn1 < 0)
+        x_out = jnp.where(hit_naive, x1 - jnp.minimum(g1, 0.0) * n, x1)
+        v_out = jnp.where(hit_naive, jnp.zeros_like(v1), v1)
+        if not self.toi:
+            return x_out, v_out
+        crossed = (g0 >= 0) & (g1 < 0)
+        s = impact_fraction(g0, g1)
+        x_c = x0 + s * (x1 - x0)
+        return jnp.where(crossed, x_c, x_out), jnp.where(crossed, jnp.zeros_like(v1), v_out)

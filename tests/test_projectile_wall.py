@@ -1,0 +1,174 @@
+"""The article's demo, time-stepped: agreement with the closed form and the pathologies."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from diffsim.systems import projectile_wall as pw
+
+V_SHORT, V_CLEAR = pw.plateau_bounds()
+GRAD = jax.jit(jax.vmap(jax.grad(pw.loss)))
+
+
+def _cliff(h=pw.DEFAULT_H):
+    """The time-stepped cliff (first v0 that clears the wall), by bisection."""
+    lo, hi = 9.0, 9.6
+    for _ in range(50):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if bool(pw.clears_wall(mid, h=h)) else (mid, hi)
+    return 0.5 * (lo + hi)
+
+
+def test_canonical_numbers():
+    assert V_SHORT == pytest.approx(7.67, abs=5e-3)
+    assert V_CLEAR == pytest.approx(9.396, abs=1e-3)
+    assert pw.optimal_v0() == pytest.approx(math.sqrt(98.1))
+
+
+def test_article_opening_state():
+    assert float(pw.landing_x(8.0)) == 6.0
+    assert float(pw.loss(8.0)) == 16.0
+    assert not bool(pw.clears_wall(8.0))
+    assert float(jax.grad(pw.loss)(8.0)) == 0.0
+
+
+def test_landing_x_within_one_percent_of_closed_form_off_the_cliff():
+    v0 = jnp.linspace(4.0, 14.0, 1001)
+    sim = np.asarray(pw.landing_x(v0))
+    exact = np.asarray(pw.landing_x_closed_form(v0))
+    off_cliff = np.abs(np.asarray(v0) - V_CLEAR) > 0.05
+    rel = np.abs(sim - exact) / exact
+    assert rel[off_cliff].max() < 0.01
+    # the cliff itself moves by less than 0.05 m/s
+    assert abs(_cliff() - V_CLEAR) < 0.05
+    # and the time step is what limits it: halving h halves the worst error
+    sim2 = np.asarray(pw.landing_x(v0, h=pw.DEFAULT_H / 2))
+    rel2 = np.abs(sim2 - exact) / exact
+    assert rel2[off_cliff].max() < 0.6 * rel[off_cliff].max()
+
+
+def test_clears_wall_agrees_with_closed_form_off_the_cliff():
+    v0 = jnp.linspace(4.0, 14.0, 501)
+    off = np.abs(np.asarray(v0) - V_CLEAR) > 0.05
+    np.testing.assert_array_equal(
+        np.asarray(pw.clears_wall(v0))[off], np.asarray(pw.clears_wall_closed_form(v0))[off]
+    )
+
+
+def test_gradient_exactly_zero_on_plateau():
+    v0 = jnp.linspace(7.72, 9.38, 84)
+    g = np.asarray(GRAD(v0))
+    assert np.all(g == 0.0)
+    assert np.all(np.asarray(pw.landing_x(v0)) == pw.WALL_X)
+
+
+def test_cliff_jump_finite_gradients_and_fd_blowup():
+    vc = _cliff()
+    left, right = vc - 1e-6, vc + 1e-6
+    jump = float(pw.loss(left) - pw.loss(right))
+    assert 14.0 < jump < 16.0  # from 16 to about 1
+    g = np.asarray(GRAD(jnp.array([left, right])))
+    assert np.all(np.isfinite(g))
+    assert g[0] == 0.0 and g[1] < 0
+    # central differences straddling the cliff grow like 1/δ
+    deltas = np.array([1e-2, 3e-3, 1e-3, 3e-4, 1e-4])
+    fd = np.array([(pw.loss(vc + d) - pw.loss(vc - d)) / (2 * d) for d in deltas])
+    slope = np.polyfit(np.log(deltas), np.log(np.abs(fd)), 1)[0]
+    assert slope == pytest.approx(-1.0, abs=0.05)
+    assert abs(fd[-1]) > 1e4
+
+
+@pytest.mark.parametrize("v0", [4.5, 6.0, 7.0, 10.0, 11.5, 13.0, 14.0])
+def test_basin_gradient_matches_fd_and_closed_form(v0):
+    g = float(jax.grad(pw.loss)(v0))
+    d = 1e-5
+    fd = float((pw.loss(v0 + d) - pw.loss(v0 - d)) / (2 * d))
+    assert g == pytest.approx(fd, rel=1e-5, abs=1e-7)
+    x = float(pw.landing_x(v0))
+    # the derivative of the stepped range is the closed form's 2 v0 / g (to O(h))
+    assert g == pytest.approx(2 * (x - 10) * 2 * v0 / pw.G, rel=5e-3)
+    R = v0**2 / pw.G
+    if abs(R - 10) > 2:  # away from the optimum the O(h) shift of R is < 2 % of R - 10
+        assert g == pytest.approx(2 * (R - 10) * 2 * v0 / pw.G, rel=0.02)
+
+
+def test_gradient_finite_at_switch_points():
+    # exactly at the landing-short/plateau kink and the cliff, and at v0 = 0
+    pts = jnp.array([0.0, V_SHORT, V_CLEAR, _cliff(), 14.0])
+    g = np.asarray(GRAD(pts))
+    assert np.all(np.isfinite(g))
+    for tau in (0.01, 0.3):
+        gs = jax.vmap(jax.grad(lambda v, t=tau: pw.loss(v, smoothing=t)))(pts)
+        assert np.all(np.isfinite(np.asarray(gs)))
+
+
+def test_smoothed_loss_tends_to_hard_and_points_to_cliff_on_plateau():
+    v0 = jnp.linspace(4.0, 14.0, 401)
+    hard = np.asarray(pw.loss(v0))
+    off = np.abs(np.asarray(v0) - _cliff()) > 0.3
+    errs = [np.abs(np.asarray(pw.loss(v0, smoothing=t)) - hard)[off].max() for t in (0.3, 0.1, 0.03, 0.01)]
+    assert all(b < a for a, b in zip(errs, errs[1:]))
+    assert errs[-1] < 1e-6
+    # on the plateau the smoothed gradient is negative: descent increases v0, toward the cliff
+    plateau = jnp.linspace(7.75, 9.35, 33)
+    for tau in (0.1, 0.5, 1.0):
+        g = np.asarray(jax.vmap(jax.grad(lambda v, t=tau: pw.smoothed_loss(v, t)))(plateau))
+        assert np.all(g < 0), tau
+
+
+def test_smoothed_loss_is_smooth():
+    # bounded second differences across the cliff (the hard loss has a jump of 15 there)
+    v0 = np.linspace(9.0, 10.0, 201)
+    dv = v0[1] - v0[0]
+    for tau in (0.1, 0.5):
+        f = np.asarray(pw.loss(jnp.asarray(v0), smoothing=tau))
+        d2 = np.abs(np.diff(f, 2)) / dv**2
+        assert d2.max() < 30 / tau**2
+
+
+def test_trajectory_stops_at_the_wall_and_lands():
+    x, y = pw.trajectory(jnp.array([8.0, 11.0]), num_points=200)
+    assert x.shape == (2, 200)
+    assert float(x[0, -1]) == pw.WALL_X and 0 < float(y[0, -1]) < pw.WALL_HEIGHT
+    assert float(x[1, -1]) == pytest.approx(float(pw.landing_x(11.0)), abs=1e-12)
+    assert float(y[1, -1]) == 0.0
+    assert np.all(np.asarray(y) >= 0)
+
+
+def test_jit_vmap_grad_friendly_and_grad_of_vmap():
+    v0 = jnp.array([5.0, 8.0, 11.0])
+    a = jax.grad(lambda v: jnp.sum(pw.loss(v)))(v0)
+    b = jax.vmap(jax.grad(pw.loss))(v0)
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+    jitted = jax.jit(pw.loss)
+    np.testing.assert_allclose(jitted(v0), pw.loss(v0), rtol=1e-12)
+
+
+def test_float32_default():
+    jax.config.update("jax_enable_x64", False)
+    try:
+        out = pw.landing_x(jnp.float32(8.0))
+        assert out.dtype == jnp.float32 and float(out) == 6.0
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"v0": -1.0}, "v0"),
+        ({"v0": float("nan")}, "v0"),
+        ({"v0": 8.0, "h": 0.0}, "h"),
+        ({"v0": 8.0, "h": -0.01}, "h"),
+        ({"v0": 8.0, "smoothing": -0.1}, "smoothing"),
+        ({"v0": 8.0, "smoothing": float("inf")}, "smoothing"),
+    ],
+)
+def test_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        pw.loss(**kwargs)

@@ -42,9 +42,7 @@ def make_estimator(name: str, **options: Any) -> Estimator:
         TypeError: an option the estimator does not take.
     """
     if name not in ESTIMATORS:
-        raise ValueError(
-            f"estimator must be one of {', '.join(sorted(ESTIMATORS))}, got {name!r}"
-        )
+        raise ValueError(f"estimator must be one of {', '.join(sorted(ESTIMATORS))}, got {name!r}")
     return ESTIMATORS[name](**options)
 
 

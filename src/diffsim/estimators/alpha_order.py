@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._checks import check_finite_tree
 from ._common import positive_field, samples_field
 from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result, mean_and_stats
 from .first_order import first_order_samples
@@ -61,9 +62,17 @@ def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic):
     c1 = jnp.var(g1, axis=0, ddof=1) / n1
     se = jnp.sqrt(alpha**2 * c1 + (1 - alpha) ** 2 * c0)
     return make_result(
-        unravel, mean, se, num_loss_evals=evals0, num_grad_evals=num_samples,
-        variance=alpha**2 * var1 + (1 - alpha) ** 2 * var0, zeroth_variance=var0,
-        first_variance=var1, alpha=alpha, epsilon=eps, bias_gap=gap,
+        unravel,
+        mean,
+        se,
+        num_loss_evals=evals0,
+        num_grad_evals=num_samples,
+        variance=alpha**2 * var1 + (1 - alpha) ** 2 * var0,
+        zeroth_variance=var0,
+        first_variance=var1,
+        alpha=alpha,
+        epsilon=eps,
+        bias_gap=gap,
     )
 
 
@@ -111,13 +120,23 @@ class AlphaOrder(Estimator):
                 f"num_samples must be even with antithetic=True, got {self.num_samples}"
             )
         d = self.delta
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or not (
-            math.isfinite(d) and 0 < d < 1
+        if (
+            isinstance(d, bool)
+            or not isinstance(d, (int, float))
+            or not (math.isfinite(d) and 0 < d < 1)
         ):
             raise ValueError(f"delta must be a failure probability in (0, 1), got {d!r}")
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
+        check_finite_tree("theta", theta)
         return _alpha(
-            loss, theta, key, self.sigma, self.num_samples, self.gamma, self.delta, self.R,
+            loss,
+            theta,
+            key,
+            self.sigma,
+            self.num_samples,
+            self.gamma,
+            self.delta,
+            self.R,
             self.antithetic,
         )

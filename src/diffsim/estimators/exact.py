@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._checks import check_finite_tree
 from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result
 
 
@@ -34,4 +35,5 @@ class Exact(Estimator):
     """
 
     def __call__(self, loss: Loss, theta: Any, key: Array | None = None) -> GradientEstimate:
+        check_finite_tree("theta", theta)
         return _exact(loss, theta)

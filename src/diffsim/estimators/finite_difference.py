@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._checks import check_finite_tree
 from ._common import positive_field
 from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result
 
@@ -42,4 +43,5 @@ class FiniteDifference(Estimator):
     step: Array = eqx.field(converter=lambda v: positive_field("step", v), default=1e-3)
 
     def __call__(self, loss: Loss, theta: Any, key: Array | None = None) -> GradientEstimate:
+        check_finite_tree("theta", theta)
         return _central(loss, theta, self.step)

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._checks import check_finite_tree
 from ._common import positive_field, samples_field
 from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result, mean_and_stats
 
@@ -25,8 +26,14 @@ def _first(loss, theta, key, sigma, num_samples) -> GradientEstimate:
     g = first_order_samples(f, x, sigma, key, num_samples)
     mean, se, var = mean_and_stats(g)
     return make_result(
-        unravel, mean, se, num_loss_evals=0, num_grad_evals=num_samples, variance=var,
-        first_variance=var, alpha=1.0,
+        unravel,
+        mean,
+        se,
+        num_loss_evals=0,
+        num_grad_evals=num_samples,
+        variance=var,
+        first_variance=var,
+        alpha=1.0,
     )
 
 
@@ -53,4 +60,5 @@ class FirstOrder(Estimator):
         samples_field("num_samples", self.num_samples)
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
+        check_finite_tree("theta", theta)
         return _first(loss, theta, key, self.sigma, self.num_samples)

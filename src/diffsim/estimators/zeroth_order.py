@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._checks import check_finite_tree
 from ._common import positive_field, samples_field
 from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result, mean_and_stats
 
@@ -38,8 +39,14 @@ def _zeroth(loss, theta, key, sigma, num_samples, antithetic) -> GradientEstimat
     g, evals = zeroth_order_samples(f, x, sigma, key, num_samples, antithetic)
     mean, se, var = mean_and_stats(g)
     return make_result(
-        unravel, mean, se, num_loss_evals=evals, num_grad_evals=0, variance=var,
-        zeroth_variance=var, alpha=0.0,
+        unravel,
+        mean,
+        se,
+        num_loss_evals=evals,
+        num_grad_evals=0,
+        variance=var,
+        zeroth_variance=var,
+        alpha=0.0,
     )
 
 
@@ -77,4 +84,5 @@ class ZerothOrder(Estimator):
             )
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
+        check_finite_tree("theta", theta)
         return _zeroth(loss, theta, key, self.sigma, self.num_samples, self.antithetic)

@@ -111,7 +111,10 @@ def test_smoothed_loss_tends_to_hard_and_points_to_cliff_on_plateau():
     v0 = jnp.linspace(4.0, 14.0, 401)
     hard = np.asarray(pw.loss(v0))
     off = np.abs(np.asarray(v0) - _cliff()) > 0.3
-    errs = [np.abs(np.asarray(pw.loss(v0, smoothing=t)) - hard)[off].max() for t in (0.3, 0.1, 0.03, 0.01)]
+    errs = [
+        np.abs(np.asarray(pw.loss(v0, smoothing=t)) - hard)[off].max()
+        for t in (0.3, 0.1, 0.03, 0.01)
+    ]
     assert all(b < a for a, b in zip(errs, errs[1:]))
     assert errs[-1] < 1e-6
     # on the plateau the smoothed gradient is negative: descent increases v0, toward the cliff

@@ -58,7 +58,9 @@ def wall(
         print_json(out)
         return
     console.print(f"v₀ = {v0:.2f} m/s")
-    console.print(f"landing x        {x:.2f} m   (closed form {out['closed_form_landing_x']:.2f} m)")
+    console.print(
+        f"landing x        {x:.2f} m   (closed form {out['closed_form_landing_x']:.2f} m)"
+    )
     console.print(f"loss (x − 10)²   {loss:.2f}")
     console.print(f"clears wall      {'yes' if clears else 'no'}")
     label = "d loss/d v₀" + (f" (smoothed, τ = {smoothing:g} m)" if smoothing else "")

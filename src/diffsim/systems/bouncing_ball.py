@@ -122,7 +122,10 @@ def final_state(
     check_in_range("g", g, 0.0, float("inf"))
     check_int("num_steps", num_steps)
     step = bouncing_ball_step(h, toi=toi, smoothing=smoothing)
-    s0 = (jnp.asarray(y0, jnp.result_type(y0, float)), jnp.asarray(vy0, jnp.result_type(vy0, float)))
+    s0 = (
+        jnp.asarray(y0, jnp.result_type(y0, float)),
+        jnp.asarray(vy0, jnp.result_type(vy0, float)),
+    )
     theta = {"e": jnp.asarray(e, s0[0].dtype), "g": jnp.asarray(g, s0[0].dtype)}
     return rollout(step, s0, theta, num_steps, trajectory=False)
 

@@ -1,0 +1,147 @@
+"""Matplotlib figures of the contact pathologies (Agg backend, PNG files).
+
+Each ``*_figure(path=None)`` computes its data with the library's own simulators, writes a
+PNG (default ``docs/figures/<name>.png``) and returns the path. ``diffsim plot NAME`` calls
+them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+DEFAULT_DIR = Path("docs/figures")
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path | str | None, name: str) -> Path:
+    path = Path(path) if path is not None else DEFAULT_DIR / f"{name}.png"
+    if path.suffix.lower() != ".png":
+        raise ValueError(f"out must be a .png path, got {str(path)!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    _plt().close(fig)
+    return path
+
+
+def wall_figure(path: Path | str | None = None) -> Path:
+    """Loss landscape of the wall demo: plateau, cliff, basin; the flight at v0 = 8."""
+    from .systems import projectile_wall as pw
+
+    plt = _plt()
+    v0 = jnp.linspace(4.0, 14.0, 1001)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for v, color in ((8.0, "C3"), (pw.optimal_v0(), "C2")):
+        x, y = pw.trajectory(v, num_points=300)
+        ax0.plot(x, y, color=color, label=f"v₀ = {v:.2f} m/s")
+    ax0.plot([pw.WALL_X, pw.WALL_X], [0, pw.WALL_HEIGHT], "k", lw=4, label="wall")
+    ax0.plot(pw.TARGET, 0, "rx", ms=12, mew=3, label="target")
+    ax0.set(xlabel="x (m)", ylabel="y (m)", title="flight (time-stepped, h = 1/240 s)")
+    ax0.set_aspect("equal")
+    ax0.legend(loc="upper left", fontsize=8)
+    ax1.plot(v0, pw.loss_closed_form(v0), "k", lw=3, alpha=0.3, label="closed form")
+    ax1.plot(v0, pw.loss(v0), "C0", lw=1.2, label="time-stepped")
+    v_short, v_clear = pw.plateau_bounds()
+    ax1.axvspan(v_short, v_clear, color="C1", alpha=0.15, label="plateau: gradient 0")
+    ax1.axvline(v_clear, color="C3", ls="--", lw=1, label="cliff: gradient undefined")
+    ax1.plot([8.0], [float(pw.loss(8.0))], "o", color="C3")
+    ax1.set(xlabel="v₀ (m/s)", ylabel="loss (x − 10)²", title="loss landscape")
+    ax1.legend(fontsize=8)
+    return _save(fig, path, "wall")
+
+
+def smoothing_figure(path: Path | str | None = None) -> Path:
+    """Smoothed loss and its exact gradient for several temperatures τ."""
+    from .systems import projectile_wall as pw
+
+    plt = _plt()
+    v0 = jnp.linspace(6.0, 12.0, 601)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2))
+    ax0.plot(v0, pw.loss(v0), "k", lw=2, label="hard (τ = 0)")
+    ax1.plot(v0, jax.vmap(jax.grad(pw.loss))(v0), "k", lw=2, label="hard (τ = 0)")
+    for tau in (0.05, 0.2, 0.5, 1.0):
+        f = lambda v, t=tau: pw.loss(v, smoothing=t)  # noqa: E731
+        ax0.plot(v0, f(v0), label=f"τ = {tau} m")
+        ax1.plot(v0, jax.vmap(jax.grad(f))(v0), label=f"τ = {tau} m")
+    ax0.set(xlabel="v₀ (m/s)", ylabel="loss", title="smoothed wall: σ((y_wall − 2)/τ)")
+    ax1.axhline(0, color="gray", lw=0.5)
+    ax1.set(xlabel="v₀ (m/s)", ylabel="d loss / d v₀", title="exact gradient of each model")
+    ax1.set_ylim(-60, 30)
+    ax0.legend(fontsize=8)
+    ax1.legend(fontsize=8)
+    return _save(fig, path, "smoothing")
+
+
+def bounce_figure(path: Path | str | None = None) -> Path:
+    """∂y_T/∂y0 and ∂y_T/∂v0 of the bouncing ball: naive vs TOI vs analytic, over y0."""
+    from .systems import bouncing_ball as bb
+
+    plt = _plt()
+    h, steps, g, e, vy0 = 1 / 60, 36, 9.81, 0.8, -1.0
+    t = steps * h
+    y0 = jnp.linspace(0.4, 1.2, 161)  # one bounce before T throughout
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    for toi, style, label in ((False, "C3", "naive"), (True, "C0", "time of impact")):
+        J = jax.vmap(
+            lambda y, toi=toi: bb.final_state_jacobian(y, vy0, e, g, h=h, num_steps=steps, toi=toi)
+        )(y0)
+        axes[0].plot(y0, J["dy_dy0"], style, label=label)
+        axes[1].plot(y0, J["dy_dvy0"], style, label=label)
+    D = bb.final_state_derivatives_closed_form(y0, vy0, e, g, t)
+    axes[0].plot(y0, D["dy_dy0"], "k--", label="analytic")
+    axes[1].plot(y0, D["dy_dvy0"], "k--", label="analytic")
+    fig.suptitle(f"bouncing ball: g = {g} m/s², e = {e}, v₀ = {vy0} m/s, h = 1/60 s, T = {t:.2f} s")
+    for ax, name in zip(axes, ("∂y_T/∂y₀", "∂y_T/∂v₀")):
+        ax.set(xlabel="initial height y₀ (m)", ylabel=name)
+        ax.set_title(f"{name}: naive contact vs time-of-impact correction")
+        ax.legend(fontsize=8)
+    return _save(fig, path, "bounce")
+
+
+def stiff_figure(path: Path | str | None = None) -> Path:
+    """Rollout Jacobian norm and energy error against the penalty stiffness k."""
+    from .systems import stiff_contact as sc
+
+    plt = _plt()
+    h = 1 / 240
+    k = jnp.logspace(2, 8, 49)
+    norm = np.asarray(sc.jacobian_norm(k, h=h))
+    rep = sc.bounce_report(k, h=h)
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2))
+    ax0.loglog(k, norm, "C0.-")
+    ax0.set(
+        xlabel="stiffness k (N/m), m = 1 kg",
+        ylabel="‖∂s_T/∂s_0‖₂",
+        title="rollout Jacobian through one bounce (T = 1 s, h = 1/240 s)",
+    )
+    k_crit = 4 / h**2
+    for ax in (ax0, ax1):
+        ax.axvline(k_crit, color="C3", ls="--", lw=1, label="ωh = 2 (k = 4m/h²)")
+    ax1.loglog(k, np.abs(np.asarray(rep["energy_ratio"])), "C1.-", label="energy after / before")
+    ax1.loglog(
+        k, np.asarray(rep["steps_in_contact"]), "C2.-", label="states sampled in contact (T = 2 s)"
+    )
+    ax1.loglog(k, np.asarray(rep["contact_duration_steps"]), "k:", label="true contact time / h")
+    ax1.set(xlabel="stiffness k (N/m)", title="what a fixed step makes of the contact")
+    ax0.legend(fontsize=8)
+    ax1.legend(fontsize=8)
+    return _save(fig, path, "stiff")
+
+
+FIGURES = {
+    "wall": wall_figure,
+    "smoothing": smoothing_figure,
+    "bounce": bounce_figure,
+    "stiff": stiff_figure,
+}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import jax
@@ -115,7 +116,7 @@ def test_smoothed_loss_tends_to_hard_and_points_to_cliff_on_plateau():
         np.abs(np.asarray(pw.loss(v0, smoothing=t)) - hard)[off].max()
         for t in (0.3, 0.1, 0.03, 0.01)
     ]
-    assert all(b < a for a, b in zip(errs, errs[1:]))
+    assert all(b < a for a, b in itertools.pairwise(errs))
     assert errs[-1] < 1e-6
     # on the plateau the smoothed gradient is negative: descent increases v0, toward the cliff
     plateau = jnp.linspace(7.75, 9.35, 33)

@@ -58,21 +58,24 @@ def _slice(xs: Any, start: int, stop: int) -> Any:
     return jax.tree_util.tree_map(lambda a: a[start:stop], xs)
 
 
-def _scan(body, carry, xs, length: int, segments: tuple[int, ...], keep: bool):
+def _scan(
+    body, carry, xs, length: int, segments: tuple[int, ...], keep: bool, unroll: int = 1
+):
     """``lax.scan(body, carry, xs, length)`` with nested ``jax.checkpoint`` segments.
 
     The outermost level runs ``length // k`` segments of ``k = prod(segments)`` steps, each
-    rematerialised on the backward pass; the remainder runs at the next level down.
+    rematerialised on the backward pass; the remainder runs at the next level down. The
+    innermost scans are unrolled ``unroll`` times.
     """
     if length == 0:
         return carry, None
     if not segments:
-        return jax.lax.scan(body, carry, xs, length=length)
+        return jax.lax.scan(body, carry, xs, length=length, unroll=min(unroll, length))
     k = math.prod(segments)
     inner = segments[:-1]
     q, r = divmod(length, k)
     if q == 0:
-        return _scan(body, carry, xs, length, inner, keep)
+        return _scan(body, carry, xs, length, inner, keep, unroll)
     head = (
         None
         if xs is None
@@ -81,26 +84,26 @@ def _scan(body, carry, xs, length: int, segments: tuple[int, ...], keep: bool):
 
     @jax.checkpoint
     def segment(c, seg_xs):
-        return _scan(body, c, seg_xs, k, inner, keep)
+        return _scan(body, c, seg_xs, k, inner, keep, unroll)
 
     carry, ys = jax.lax.scan(segment, carry, head, length=q)
     if keep:
         ys = jax.tree_util.tree_map(lambda a: a.reshape((q * k,) + a.shape[2:]), ys)
     if r:
         tail_xs = None if xs is None else _slice(xs, q * k, length)
-        carry, ys_tail = _scan(body, carry, tail_xs, r, inner, keep)
+        carry, ys_tail = _scan(body, carry, tail_xs, r, inner, keep, unroll)
         if keep:
             ys = jax.tree_util.tree_map(lambda a, b: jnp.concatenate([a, b]), ys, ys_tail)
     return carry, ys
 
 
 @eqx.filter_jit
-def _rollout_jit(step, s0, theta, inputs, num_steps, segments, keep, include_initial):
+def _rollout_jit(step, s0, theta, inputs, num_steps, segments, keep, include_initial, unroll):
     def body(s, u):
         s_next = call_step(step, s, theta, u)
         return s_next, (s_next if keep else None)
 
-    sT, traj = _scan(body, s0, inputs, num_steps, segments, keep)
+    sT, traj = _scan(body, s0, inputs, num_steps, segments, keep, unroll)
     if not keep:
         return sT
     if include_initial:
@@ -120,6 +123,7 @@ def rollout(
     trajectory: bool = True,
     include_initial: bool = True,
     checkpoint: Checkpoint = None,
+    unroll: int = 1,
 ) -> State:
     r"""Apply ``step`` ``num_steps`` times: :math:`s_{t+1} = f(s_t, θ[, u_t])`.
 
@@ -142,14 +146,19 @@ def rollout(
             :func:`checkpoint_segments`): ``None``, ``k``, ``"sqrt"``, ``"recursive"`` or a
             sequence of segment lengths. Results are identical; only memory and time of
             the backward pass change.
+        unroll: how many steps each iteration of the compiled loop runs (``lax.scan``'s
+            ``unroll``), an integer >= 1. Results are identical; larger values cut the
+            per-iteration loop overhead and let XLA fuse consecutive steps (on CPU, 4–8
+            roughly halves the forward time of small elementwise steps) at the price of a
+            longer compile. ``1`` (the default) keeps the compiled program smallest.
 
     Returns:
         The trajectory (pytree with leading axis T+1 or T) or the final state ``s_T``.
 
     Raises:
-        ValueError / TypeError: ``num_steps < 1``; non-finite ``s0`` or ``theta``;
-            ``inputs`` whose leading axis is not ``num_steps``; a step whose output does
-            not match ``s0``.
+        ValueError / TypeError: ``num_steps < 1`` or ``unroll < 1``; non-finite ``s0`` or
+            ``theta``; ``inputs`` whose leading axis is not ``num_steps``; a step whose
+            output does not match ``s0``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -163,6 +172,7 @@ def rollout(
     check_finite_tree("s0", s0)
     check_finite_tree("theta", theta)
     segments = checkpoint_segments(num_steps, checkpoint)
+    unroll = check_int("unroll", unroll, minimum=1)
     s0 = jax.tree_util.tree_map(jnp.asarray, s0)
     theta = jax.tree_util.tree_map(jnp.asarray, theta)
     u0 = None
@@ -178,7 +188,15 @@ def rollout(
         u0 = jax.tree_util.tree_map(lambda a: a[0], inputs)
     s0 = check_step_output(step, s0, theta, u0)
     return _rollout_jit(
-        step, s0, theta, inputs, num_steps, segments, bool(trajectory), bool(include_initial)
+        step,
+        s0,
+        theta,
+        inputs,
+        num_steps,
+        segments,
+        bool(trajectory),
+        bool(include_initial),
+        unroll,
     )
 
 

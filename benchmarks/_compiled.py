@@ -97,6 +97,19 @@ double balls(int n, int steps, float h, float gh, float e, float xt, float yt,
     free(flag);
     return loss;
 }
+
+/* Peak FMA rate: 16 independent vector chains of a = a * b + c (2 FLOPs per lane). */
+float fma_loop(long iters)
+{
+    vf a[16], b = {0}, c = {0};
+    b += 0.999999f; c += 1e-7f;
+    for (int k = 0; k < 16; ++k) { a[k] = b * 0.0f + (float)k; }
+    for (long i = 0; i < iters; ++i)
+        for (int k = 0; k < 16; ++k) a[k] = a[k] * b + c;
+    float s = 0.0f;
+    for (int k = 0; k < 16; ++k) for (int j = 0; j < L; ++j) s += a[k][j];
+    return s;
+}
 """
 
 FLAGS = ["-O3", "-march=native", "-ffp-contract=fast", "-shared", "-fPIC"]
@@ -121,7 +134,30 @@ def _library() -> ctypes.CDLL:
     dll.balls.argtypes = [ctypes.c_int, ctypes.c_int, f, f, f, f, f, fp, fp, fp, fp, fp]
     dll.balls.argtypes.append(ctypes.c_int)
     dll.balls.restype = ctypes.c_double
+    dll.fma_loop.argtypes = [ctypes.c_long]
+    dll.fma_loop.restype = ctypes.c_float
     return dll
+
+
+def flop_rate(seconds: float = 0.2) -> float:
+    """This core's measured single-precision FMA rate in FLOP/s (compiled vector loop)."""
+    import time
+
+    lib = _library()
+    iters = 1 << 16
+    while True:
+        t0 = time.perf_counter()
+        lib.fma_loop(iters)
+        dt = time.perf_counter() - t0
+        if dt > seconds:
+            break
+        iters *= 2
+    best = dt
+    for _ in range(2):
+        t0 = time.perf_counter()
+        lib.fma_loop(iters)
+        best = min(best, time.perf_counter() - t0)
+    return iters * 16 * 8 * 2 / best
 
 
 def compiler_flags() -> str:

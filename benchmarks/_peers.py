@@ -8,10 +8,9 @@ Each class builds its inputs once and exposes ``forward() -> loss`` and
 the way that framework's documentation teaches differentiable simulation.
 """
 
-
 import numpy as np
 
-from .task import GH, E, H, X_TARGET, Y_TARGET, initial_state
+from .task import GH, X_TARGET, Y_TARGET, E, H, initial_state
 
 
 class WarpImpl:
@@ -57,8 +56,13 @@ class WarpImpl:
                 device="cpu",
             )
         x, y = self._states[-1][0], self._states[-1][1]
-        wp.launch(self._loss_kernel, dim=self.n, inputs=[x, y, X_TARGET, Y_TARGET],
-                  outputs=[self._loss], device="cpu")
+        wp.launch(
+            self._loss_kernel,
+            dim=self.n,
+            inputs=[x, y, X_TARGET, Y_TARGET],
+            outputs=[self._loss],
+            device="cpu",
+        )
 
     def forward(self) -> float:
         self._run()
@@ -159,8 +163,19 @@ class TaichiImpl:
     def _run(self):
         self.loss[None] = 0.0
         self._kernel(
-            self.x0, self.y0, self.vx0, self.vy0, self.xT, self.yT, self.loss,
-            self.steps, GH, H, E, X_TARGET, Y_TARGET,
+            self.x0,
+            self.y0,
+            self.vx0,
+            self.vy0,
+            self.xT,
+            self.yT,
+            self.loss,
+            self.steps,
+            GH,
+            H,
+            E,
+            X_TARGET,
+            Y_TARGET,
         )
 
     def forward(self) -> float:
@@ -183,9 +198,19 @@ def _taichi_kernel(ti):
 
     @ti.kernel
     def simulate(
-        x0: ti.template(), y0: ti.template(), vx0: ti.template(), vy0: ti.template(),
-        xT: ti.template(), yT: ti.template(), loss: ti.template(),
-        steps: ti.i32, gh: ti.f32, h: ti.f32, e: ti.f32, xt: ti.f32, yt: ti.f32,
+        x0: ti.template(),
+        y0: ti.template(),
+        vx0: ti.template(),
+        vy0: ti.template(),
+        xT: ti.template(),
+        yT: ti.template(),
+        loss: ti.template(),
+        steps: ti.i32,
+        gh: ti.f32,
+        h: ti.f32,
+        e: ti.f32,
+        xt: ti.f32,
+        yt: ti.f32,
     ):
         for i in x0:
             x = x0[i]

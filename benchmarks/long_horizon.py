@@ -87,7 +87,7 @@ def run_case(num_steps: int, checkpoint: str, timeout: float = 1800) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def main(argv: list[str] | None = None, quiet: bool = False) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--max-steps", type=int, default=10**6)
@@ -127,7 +127,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
             rows.append(row)
             if not args.json:
                 print(_fmt(row), flush=True)
+            elif quiet:
+                print(_fmt(row), file=sys.stderr, flush=True)
         T *= 10
+    if quiet:
+        return rows
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

@@ -1,0 +1,286 @@
+"""The benchmark driver: alternated timing, gradient agreement, memory, the machine floor,
+estimator cost and the long-horizon table. Used by ``python -m benchmarks`` and
+``diffsim bench``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .task import Case, bytes_per_ball_step, flops_per_ball_step
+
+XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
+"""Intra-op threading slows this workload on a 2-core machine; every JAX-based row runs
+with it off (set before JAX starts its backend)."""
+
+DIFFSIM_OPTIONS = {"unroll": 4}
+"""``diffsim.rollout`` options the diffsim row uses (library options, not benchmark hacks)."""
+
+FRAMEWORKS = ("diffsim", "jax", "compiled-C", "numpy", "warp", "taichi", "torch")
+
+
+def set_xla_flags() -> str | None:
+    """Put :data:`XLA_FLAGS` into the environment unless set; warn if JAX already started."""
+    if "XLA_FLAGS" not in os.environ:
+        os.environ["XLA_FLAGS"] = XLA_FLAGS
+    if "jax" in sys.modules:
+        try:
+            from jax._src import xla_bridge
+
+            if getattr(xla_bridge, "_backends", None):
+                return "JAX's backend started before XLA_FLAGS was set; flags not applied"
+        except ImportError:  # pragma: no cover
+            pass
+    return None
+
+
+def make_impl(name: str, n: int, steps: int):
+    """Build one framework's implementation; raises ImportError etc. if it cannot run."""
+    if name == "diffsim":
+        from ._jax_impls import DiffsimImpl
+
+        return DiffsimImpl(n, steps, **DIFFSIM_OPTIONS)
+    if name == "jax":
+        from ._jax_impls import PlainJaxImpl
+
+        return PlainJaxImpl(n, steps)
+    if name == "numpy":
+        from ._jax_impls import NumpyImpl
+
+        return NumpyImpl(n, steps)
+    if name == "compiled-C":
+        from ._compiled import CompiledImpl
+
+        return CompiledImpl(n, steps)
+    from . import _peers
+
+    cls = {"warp": _peers.WarpImpl, "taichi": _peers.TaichiImpl, "torch": _peers.TorchImpl}
+    return cls[name](n, steps)
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def gradient_agreement(g: np.ndarray, ref: np.ndarray) -> dict:
+    """Largest relative difference, and how many balls differ by more than 1e-3.
+
+    A ball whose path grazes the ground (y within float32 rounding of 0 at a step end) can
+    take the contact in one framework and not in another when one fuses ``y + vy h`` into a
+    multiply-add; its gradient then differs by O(1). Those balls are counted separately.
+    """
+    rel = np.abs(g - ref) / np.maximum(np.abs(ref), 1e-3)
+    bad = rel > 1e-3
+    agree = rel[~bad]
+    return {
+        "max_rel_diff": float(rel.max()),
+        "balls_differing": int(bad.sum()),
+        "max_rel_diff_agreeing": float(agree.max()) if agree.size else 0.0,
+    }
+
+
+def _mem_child(name: str, n: int, steps: int, mode: str) -> dict:
+    """In a fresh process: first-call time, then the peak-RSS growth of one more call."""
+    set_xla_flags()
+    impl = make_impl(name, n, steps)
+    fn = impl.forward if mode == "forward" else impl.gradient
+    first, _ = _timed(fn)
+    rss0 = _status_kib("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:  # reset the peak (VmHWM) to now
+            f.write("5")
+        peak = _status_kib("VmHWM")
+        fn()
+        peak = _status_kib("VmHWM") - rss0
+    except OSError:
+        peak = None
+    return {"first_call_s": first, "peak_mib": None if peak is None else peak / 1024}
+
+
+def _status_kib(key: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return float(line.split()[1])
+    raise OSError(key)
+
+
+def memory_and_first_call(name: str, n: int, steps: int, mode: str) -> dict:
+    """Run :func:`_mem_child` in a subprocess (a fresh process, so compile is included)."""
+    cmd = [sys.executable, "-m", "benchmarks", "--mem-child", name, str(n), str(steps), mode]
+    env = dict(os.environ)
+    env.setdefault("XLA_FLAGS", XLA_FLAGS)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = here + os.pathsep + env.get("PYTHONPATH", "")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except Exception as err:  # reported, never fatal
+        return {"error": f"{type(err).__name__}: {str(err)[:120]}"}
+
+
+def run_case(
+    case: Case,
+    frameworks: tuple[str, ...],
+    rounds: int,
+    log: Callable[[str], None],
+    memory: bool = True,
+) -> dict:
+    """Time forward and forward+gradient of every framework on ``case``, in alternation."""
+    impls, errors = {}, {}
+    for name in frameworks:
+        try:
+            impls[name] = make_impl(name, case.n, case.steps)
+        except Exception as err:
+            errors[name] = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200]}"
+            log(f"  {name}: not run — {errors[name]}")
+    rows: dict[str, dict] = {name: {"framework": name} for name in impls}
+    # first calls (compile / JIT / kernel build) and the gradients
+    grads = {}
+    for name, impl in impls.items():
+        try:
+            rows[name]["first_forward_s"], _ = _timed(impl.forward)
+            if getattr(impl, "has_gradient", True):
+                rows[name]["first_gradient_s"], (_, g) = _timed(impl.gradient)
+                grads[name] = np.asarray(g, dtype=np.float32)
+        except Exception as err:
+            errors[name] = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200]}"
+            log(f"  {name}: failed — {errors[name]}")
+            rows.pop(name)
+    impls = {k: v for k, v in impls.items() if k in rows}
+    if "diffsim" in grads:
+        for name, g in grads.items():
+            rows[name]["gradient_agreement"] = gradient_agreement(g, grads["diffsim"])
+    # alternated timing: round r runs A B C ... for forward, then for gradient
+    times: dict[str, dict[str, list[float]]] = {k: {"forward": [], "gradient": []} for k in impls}
+    for _ in range(rounds):
+        for mode in ("forward", "gradient"):
+            for name, impl in impls.items():
+                if mode == "gradient" and not getattr(impl, "has_gradient", True):
+                    continue
+                dt, _ = _timed(impl.forward if mode == "forward" else impl.gradient)
+                times[name][mode].append(dt)
+    for name in impls:
+        for mode in ("forward", "gradient"):
+            ts = times[name][mode]
+            if not ts:
+                continue
+            med = statistics.median(ts)
+            rows[name][f"{mode}_s"] = med
+            rows[name][f"{mode}_ball_steps_per_s"] = case.ball_steps / med
+            if "diffsim" in times and times["diffsim"][mode]:
+                ratios = [t / d for t, d in zip(ts, times["diffsim"][mode])]
+                rows[name][f"{mode}_ratio_to_diffsim"] = statistics.median(ratios)
+    if memory:
+        for name in impls:
+            for mode in ("forward", "gradient"):
+                if mode == "gradient" and not getattr(impls[name], "has_gradient", True):
+                    continue
+                m = memory_and_first_call(name, case.n, case.steps, mode)
+                rows[name][f"{mode}_peak_mib"] = m.get("peak_mib")
+                rows[name][f"{mode}_first_call_fresh_s"] = m.get("first_call_s")
+    return {"n": case.n, "steps": case.steps, "rounds": rounds, "rows": rows, "errors": errors}
+
+
+def machine_floor() -> dict:
+    """This machine's memory bandwidth (NumPy stream copy) and FLOP rate (compiled FMAs)."""
+    a = np.ones(1 << 25, np.float32)  # 128 MiB: far beyond the caches
+    b = np.empty_like(a)
+    best = min(_timed(lambda: np.copyto(b, a))[0] for _ in range(5))
+    bandwidth = 2 * a.nbytes / best
+    try:
+        from ._compiled import flop_rate
+
+        flops = flop_rate()
+    except Exception as err:  # no compiler: fall back to a NumPy FMA-ish rate
+        x = np.ones(1 << 22, np.float32)
+        best = min(_timed(lambda: np.multiply(x, 1.0001, out=x))[0] for _ in range(5))
+        flops = x.size / best
+        return {"bandwidth_Bps": bandwidth, "flops": flops, "flops_note": f"numpy ({err})"}
+    return {"bandwidth_Bps": bandwidth, "flops": flops, "flops_note": "one core, AVX2 FMA"}
+
+
+def floor_for(case: Case, machine: dict) -> dict:
+    """Floor time of forward and gradient: the larger of compute and memory time."""
+    fl = flops_per_ball_step()
+    by = bytes_per_ball_step(case.n, case.steps)
+    out = {}
+    for mode in ("forward", "gradient"):
+        t_c = fl[mode] * case.ball_steps / machine["flops"]
+        t_m = by[mode] * case.ball_steps / machine["bandwidth_Bps"]
+        out[mode] = {
+            "flops_per_ball_step": fl[mode],
+            "bytes_per_ball_step": by[mode],
+            "floor_s": max(t_c, t_m),
+        }
+    return out
+
+
+def estimator_cost(num_samples: int = 1024, rounds: int = 5) -> dict:
+    """AoBG and ZoBG time per estimate on projectile_wall vs one batched forward."""
+    try:
+        import jax
+        import jax.numpy as jnp
+
+        from diffsim.estimators import AlphaOrder, ZerothOrder
+        from diffsim.systems import projectile_wall as pw
+    except Exception as err:
+        return {"error": f"estimators not importable: {type(err).__name__}: {err}"}
+    v0 = jnp.float32(9.0)
+    key = jax.random.PRNGKey(0)
+    samples = v0 + 0.5 * jax.random.normal(key, (num_samples,))
+    batched = jax.jit(jax.vmap(pw.loss))
+    zo = ZerothOrder(sigma=0.5, num_samples=num_samples)
+    ao = AlphaOrder(sigma=0.5, num_samples=num_samples)
+    fns = {
+        "batched_forward": lambda: jax.block_until_ready(batched(samples)),
+        "zobg": lambda: jax.block_until_ready(zo(pw.loss, v0, key)),
+        "aobg": lambda: jax.block_until_ready(ao(pw.loss, v0, key)),
+    }
+    first = {k: _timed(f)[0] for k, f in fns.items()}
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            times[k].append(_timed(f)[0])
+    out: dict[str, Any] = {"num_samples": num_samples, "first_call_s": first}
+    for k in fns:
+        out[f"{k}_s"] = statistics.median(times[k])
+    for k in ("zobg", "aobg"):
+        out[f"{k}_multiple"] = statistics.median(
+            [t / b for t, b in zip(times[k], times["batched_forward"])]
+        )
+    return out
+
+
+def versions() -> dict:
+    """Versions of Python, the frameworks and the machine."""
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "machine": platform.processor() or "?"}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    out["machine"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    out["cores"] = os.cpu_count()
+    for pkg in ("diffsim", "jax", "jaxlib", "numpy", "warp-lang", "taichi", "torch"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = None
+    return out

@@ -7,6 +7,7 @@ chained forwards or backwards — and the tools to tell when they can be trusted
 
 from importlib.metadata import PackageNotFoundError, version
 
+from . import contact as contact
 from . import integrators as integrators
 from . import systems as systems
 from ._jacobians import adjoint_vjp as adjoint_vjp
@@ -22,6 +23,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "contact",
     "__version__",
     "adjoint_vjp",
     "checkpoint_segments",

@@ -86,7 +86,7 @@ def bouncing_ball(
 
     Example:
         >>> from diffsim import rollout
-        >>> from diffsim.systems import bouncing_ball
+        >>> from diffsim.systems.bouncing_ball import bouncing_ball
         >>> sys = bouncing_ball(h=0.01, g=0.0)
         >>> yT, vT = rollout(sys.step, sys.s0, sys.theta, 200, trajectory=False)
         >>> round(float(yT), 4), round(float(vT), 4)  # -e vy0 T - e y0 = 1.6 - 0.8

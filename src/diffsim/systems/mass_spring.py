@@ -54,7 +54,7 @@ def mass_spring(
     the first mass displaced by 0.1 m. The loss is the mean squared position of the chain.
 
     Example:
-        >>> from diffsim.systems import mass_spring
+        >>> from diffsim.systems.mass_spring import mass_spring
         >>> sys = mass_spring(2)
         >>> [round(float(m), 2) for m in sys.theta["m"]], [float(k) for k in sys.theta["k"]]
         ([1.0, 1.5], [20.0, 30.0])

@@ -23,8 +23,10 @@ XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
 """Intra-op threading slows this workload on a 2-core machine; every JAX-based row runs
 with it off (set before JAX starts its backend)."""
 
-DIFFSIM_OPTIONS = {"unroll": 4}
-"""``diffsim.rollout`` options the diffsim row uses (library options, not benchmark hacks)."""
+DIFFSIM_OPTIONS: dict = {}
+"""``diffsim.rollout`` options the diffsim row uses: the defaults. ``unroll=4`` halves the
+forward time at N = 65536 but slows the gradient (up to 3x at N = 4096), so it is left off;
+see docs/benchmarks.md."""
 
 FRAMEWORKS = ("diffsim", "jax", "compiled-C", "numpy", "warp", "taichi", "torch")
 

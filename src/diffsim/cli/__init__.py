@@ -8,6 +8,7 @@ from __future__ import annotations
 import typer
 
 from .. import __version__
+from . import _bench as _bench
 from . import _contact as _contact  # noqa: F401  (registers commands)
 from . import _core as _core
 from ._common import app

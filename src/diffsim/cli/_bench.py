@@ -1,0 +1,70 @@
+"""``diffsim bench``: diffsim against Warp, Taichi, PyTorch, plain JAX, NumPy and compiled C.
+
+A thin shell over the ``benchmarks`` package of the source tree (``python -m benchmarks``),
+imported only when the command runs: the core install does not need it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from ._common import app, err_console
+
+_MISSING = (
+    "diffsim bench needs the benchmarks/ folder of a diffsim source checkout (it is not part "
+    "of the installed package): run it from the repository root, or set DIFFSIM_BENCHMARKS "
+    "to the folder that contains benchmarks/. Install the peers with "
+    "pip install -e '.[bench]'."
+)
+
+
+def _load_benchmarks():
+    """Import the ``benchmarks`` package lazily, from the checkout or DIFFSIM_BENCHMARKS."""
+    candidates = [os.environ.get("DIFFSIM_BENCHMARKS"), os.getcwd()]
+    candidates.append(str(Path(__file__).resolve().parents[3]))  # src/diffsim/cli -> repo
+    for root in candidates:
+        if root and (Path(root) / "benchmarks" / "__main__.py").is_file():
+            if root not in sys.path:
+                sys.path.insert(0, root)
+            break
+    try:
+        return importlib.import_module("benchmarks.__main__")
+    except ImportError as err:
+        raise RuntimeError(f"{_MISSING} ({err})") from None
+
+
+@app.command()
+def bench(
+    quick: bool = typer.Option(False, "--quick", help="Small N and T, 3 rounds (< ~2 min)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    frameworks: str = typer.Option(
+        "diffsim,jax,compiled-C,numpy,warp,taichi,torch",
+        "--frameworks",
+        help="Comma-separated frameworks to run.",
+    ),
+    figure: str = typer.Option("", "--figure", help="Write the throughput figure (PNG) here."),
+    no_long_horizon: bool = typer.Option(False, "--no-long-horizon"),
+) -> None:
+    """Benchmark rollout and gradient throughput against the peers, in alternation: median
+    time, ball-steps/s, first-call time, peak memory, gradient agreement and time ratios to
+    diffsim; the machine floor; estimator cost; long-horizon memory."""
+    try:
+        module = _load_benchmarks()
+    except RuntimeError as err:
+        err_console.print(f"[bold red]error:[/] {err}", highlight=False)
+        raise typer.Exit(code=2) from None
+    argv = ["--frameworks", frameworks]
+    if quick:
+        argv.append("--quick")
+    if json_out:
+        argv.append("--json")
+    if figure:
+        argv += ["--figure", figure]
+    if no_long_horizon:
+        argv.append("--no-long-horizon")
+    module.run(argv)

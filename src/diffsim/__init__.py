@@ -7,6 +7,7 @@ chained forwards or backwards — and the tools to tell when they can be trusted
 
 from importlib.metadata import PackageNotFoundError, version
 
+from . import estimators as estimators
 from . import contact as contact
 from . import integrators as integrators
 from . import systems as systems
@@ -16,6 +17,13 @@ from ._jacobians import rollout_jacobian as rollout_jacobian
 from ._jacobians import step_jacobian as step_jacobian
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
+from .diagnose import Diagnosis as Diagnosis
+from .diagnose import GradCheck as GradCheck
+from .diagnose import check_grad as check_grad
+from .diagnose import diagnose as diagnose
+from .diagnose import diagnose_rollout as diagnose_rollout
+from .optimize import OptimizeResult as OptimizeResult
+from .optimize import optimize as optimize
 
 try:
     __version__ = version("diffsim")
@@ -24,11 +32,19 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "contact",
+    "OptimizeResult",
     "__version__",
+    "Diagnosis",
+    "GradCheck",
     "adjoint_vjp",
+    "check_grad",
+    "diagnose",
+    "diagnose_rollout",
     "checkpoint_segments",
     "forward_sensitivity",
+    "estimators",
     "integrators",
+    "optimize",
     "rollout",
     "rollout_jacobian",
     "step_jacobian",

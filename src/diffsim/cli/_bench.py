@@ -23,15 +23,22 @@ _MISSING = (
 )
 
 
+def _candidate_roots() -> list[str]:
+    """Folders that may hold ``benchmarks/``: $DIFFSIM_BENCHMARKS, the cwd, the checkout."""
+    roots = [os.environ.get("DIFFSIM_BENCHMARKS"), os.getcwd()]
+    roots.append(str(Path(__file__).resolve().parents[3]))  # src/diffsim/cli -> repo root
+    return [r for r in roots if r]
+
+
 def _load_benchmarks():
-    """Import the ``benchmarks`` package lazily, from the checkout or DIFFSIM_BENCHMARKS."""
-    candidates = [os.environ.get("DIFFSIM_BENCHMARKS"), os.getcwd()]
-    candidates.append(str(Path(__file__).resolve().parents[3]))  # src/diffsim/cli -> repo
-    for root in candidates:
-        if root and (Path(root) / "benchmarks" / "__main__.py").is_file():
+    """Import the ``benchmarks`` package lazily; ``RuntimeError`` with advice if absent."""
+    for root in _candidate_roots():
+        if (Path(root) / "benchmarks" / "__main__.py").is_file():
             if root not in sys.path:
                 sys.path.insert(0, root)
             break
+    else:
+        raise RuntimeError(_MISSING)
     try:
         return importlib.import_module("benchmarks.__main__")
     except ImportError as err:

@@ -35,6 +35,7 @@ def set_xla_flags() -> str | None:
     """Put :data:`XLA_FLAGS` into the environment unless set; warn if JAX already started."""
     if "XLA_FLAGS" not in os.environ:
         os.environ["XLA_FLAGS"] = XLA_FLAGS
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads must sleep
     if "jax" in sys.modules:
         try:
             from jax._src import xla_bridge
@@ -167,9 +168,14 @@ def run_case(
             rows[name]["gradient_agreement"] = gradient_agreement(g, grads["diffsim"])
     # alternated timing: round r runs A B C ... for forward, then for gradient
     times: dict[str, dict[str, list[float]]] = {k: {"forward": [], "gradient": []} for k in impls}
-    for _ in range(rounds):
+    # the order rotates each round, so no framework always runs right after the same one
+    # (PyTorch/Taichi worker threads that still spin after a call slow whoever is next)
+    names = list(impls)
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
         for mode in ("forward", "gradient"):
-            for name, impl in impls.items():
+            for name in order:
+                impl = impls[name]
                 if mode == "gradient" and not getattr(impl, "has_gradient", True):
                     continue
                 dt, _ = _timed(impl.forward if mode == "forward" else impl.gradient)

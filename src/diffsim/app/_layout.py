@@ -1,0 +1,282 @@
+"""The page's layout: controls, readouts, figures and the words around them.
+
+Element ids are stable (the browser tests use them): ``v0-slider``, ``v0-input``,
+``v0-readout``, ``landing-readout``, ``loss-readout``, ``clears-readout``, ``sigma-input``,
+``tau-input``, ``estimator-select``, ``optimize-button``, ``optimize-result``, ``message``,
+``flight-figure``, ``loss-figure``, ``gradient-figure``, ``gradient-table``.
+"""
+
+from __future__ import annotations
+
+from dash import dcc, html
+
+from ._figures import empty_figure
+from ._model import (
+    ESTIMATOR_LABELS,
+    NUM_SAMPLES,
+    OPT_LEARNING_RATE,
+    OPT_STEPS,
+    OPTIMIZE_CHOICES,
+    SIGMA_DEFAULT,
+    SIGMA_MAX,
+    SIGMA_MIN,
+    TAU_DEFAULT,
+    TAU_MAX,
+    TAU_MIN,
+    V0_DEFAULT,
+    V0_MAX,
+    V0_MIN,
+    V0_STEP,
+    Point,
+)
+
+
+def readouts(point: Point) -> tuple[str, str, str, str]:
+    """The article's four readouts: ``("v₀ = 8.00 m/s", "6.00 m", "16.00", "no")``."""
+    return (
+        f"v₀ = {point.v0:.2f} m/s",
+        f"{point.landing_x:.2f} m",
+        f"{point.loss:.2f}",
+        "yes" if point.clears_wall else "no",
+    )
+
+
+_CSS = {
+    "page": {
+        "maxWidth": "1180px",
+        "margin": "0 auto",
+        "padding": "16px 22px 40px",
+        "fontFamily": "system-ui, -apple-system, Segoe UI, sans-serif",
+        "color": "#222",
+        "lineHeight": "1.45",
+    },
+    "card": {
+        "border": "1px solid #ddd",
+        "borderRadius": "8px",
+        "padding": "10px 14px",
+        "background": "#fafafa",
+        "minWidth": "130px",
+    },
+    "label": {"fontSize": "12px", "color": "#666", "textTransform": "lowercase"},
+    "value": {"fontSize": "22px", "fontWeight": "600", "fontVariantNumeric": "tabular-nums"},
+    "row": {"display": "flex", "gap": "14px", "flexWrap": "wrap", "alignItems": "stretch"},
+    "two": {"display": "grid", "gridTemplateColumns": "1fr 1fr", "gap": "14px"},
+    "message": {"color": "#b00020", "minHeight": "1.4em", "fontWeight": "500"},
+    "input": {"width": "90px", "fontSize": "15px", "padding": "3px 6px"},
+}
+
+
+def _readout(label: str, id_: str, value: str) -> html.Div:
+    return html.Div(
+        [html.Div(label, style=_CSS["label"]), html.Div(value, id=id_, style=_CSS["value"])],
+        style=_CSS["card"],
+    )
+
+
+def build_layout() -> html.Div:
+    """The whole page. Readouts and figures start as placeholders; the callbacks fill them
+    from the library as soon as the page loads."""
+    marks = {v: f"{v}" for v in range(int(V0_MIN), int(V0_MAX) + 1)}
+    controls = html.Div(
+        [
+            html.Div(
+                dcc.Slider(
+                    id="v0-slider",
+                    min=V0_MIN,
+                    max=V0_MAX,
+                    step=V0_STEP,
+                    value=V0_DEFAULT,
+                    marks=marks,
+                    updatemode="drag",
+                    allow_direct_input=False,
+                ),
+                style={"flex": "1", "minWidth": "320px"},
+            ),
+            html.Label(
+                [
+                    "v₀ (m/s) ",
+                    dcc.Input(
+                        id="v0-input",
+                        type="number",
+                        min=V0_MIN,
+                        max=V0_MAX,
+                        step="any",
+                        value=V0_DEFAULT,
+                        debounce=False,
+                        style=_CSS["input"],
+                    ),
+                ]
+            ),
+        ],
+        style={**_CSS["row"], "alignItems": "center"},
+    )
+    readout_row = html.Div(
+        [
+            html.Div("v₀ = …", id="v0-readout", style={**_CSS["value"], "minWidth": "190px"}),
+            _readout("landing x", "landing-readout", "…"),
+            _readout("loss (x − 10)²", "loss-readout", "…"),
+            _readout("clears wall", "clears-readout", "…"),
+        ],
+        style={**_CSS["row"], "alignItems": "center", "margin": "10px 0"},
+    )
+    smoothing = html.Div(
+        [
+            html.Label(
+                [
+                    "σ, Gaussian smoothing of v₀ (m/s) ",
+                    dcc.Input(
+                        id="sigma-input",
+                        type="number",
+                        min=SIGMA_MIN,
+                        max=SIGMA_MAX,
+                        step=0.05,
+                        value=SIGMA_DEFAULT,
+                        style=_CSS["input"],
+                    ),
+                ]
+            ),
+            html.Label(
+                [
+                    "τ, temperature of the sigmoid wall (m) ",
+                    dcc.Input(
+                        id="tau-input",
+                        type="number",
+                        min=TAU_MIN,
+                        max=TAU_MAX,
+                        step=0.01,
+                        value=TAU_DEFAULT,
+                        style=_CSS["input"],
+                    ),
+                ]
+            ),
+        ],
+        style={**_CSS["row"], "gap": "28px", "margin": "8px 0"},
+    )
+    optimize = html.Div(
+        [
+            html.H3("Optimize", style={"margin": "6px 0"}),
+            html.P(
+                f"Gradient descent (Adam, step {OPT_LEARNING_RATE}, {OPT_STEPS} steps) from "
+                "the current v₀ with the chosen gradient. The randomized estimators start at "
+                "σ and anneal it toward 0.02 m/s; the smoothed model anneals τ the same way.",
+                style={"margin": "2px 0 6px", "fontSize": "14px"},
+            ),
+            dcc.RadioItems(
+                id="estimator-select",
+                options=[{"label": ESTIMATOR_LABELS[n], "value": n} for n in OPTIMIZE_CHOICES],
+                value="alpha",
+                inline=True,
+                inputStyle={"marginRight": "4px", "marginLeft": "12px"},
+            ),
+            html.Button(
+                "Optimize",
+                id="optimize-button",
+                n_clicks=0,
+                style={"marginTop": "8px", "fontSize": "15px", "padding": "4px 18px"},
+            ),
+            dcc.Loading(
+                html.Div(id="optimize-result", style={"marginTop": "8px", "minHeight": "2em"}),
+                type="dot",
+            ),
+        ],
+        style={**_CSS["card"], "background": "white"},
+    )
+    words = html.Div(
+        [
+            html.H3("What you are seeing", style={"margin": "14px 0 4px"}),
+            html.P(
+                "Drag v₀. Below about 7.67 m/s the ball lands short of the wall and the loss "
+                "falls smoothly as v₀ grows. Between 7.67 and 9.40 m/s it hits the wall and "
+                "stops dead at x = 6 m: the loss is 16 whatever v₀ is. That is the plateau, "
+                "and on it the exact gradient — what autodiff through the simulator "
+                "returns — is exactly 0, because a little more speed changes nothing. At "
+                "9.40 m/s the ball starts to clear the wall and the loss drops off a cliff, "
+                "where the derivative does not exist. Past the cliff lies the smooth basin "
+                "with its minimum at 9.905 m/s, where the ball lands on the target."
+            ),
+            html.P(
+                "Gradient descent with the exact gradient therefore never leaves the "
+                "plateau. Smoothing fixes this: averaging the loss over v₀ + σw with "
+                "w ~ N(0, 1) (dashed curve) turns the cliff into a slope that reaches onto "
+                "the plateau. The zeroth-order estimate (ZoBG) only evaluates the loss at "
+                "perturbed speeds, so it sees the cliff and is unbiased for that slope; the "
+                "first-order one (FoBG) averages exact gradients, which are blind to the jump "
+                "and so it is biased near the cliff, with a small variance; the alpha-order "
+                f"one (AoBG) mixes the two, trusting FoBG only where it agrees with ZoBG. "
+                f"Each uses {NUM_SAMPLES} samples with a fixed random key, and the error "
+                "bars are ±2 standard errors. The sigmoid wall (dotted, temperature τ) is "
+                "the other fix: a smooth model whose exact gradient points off the plateau."
+            ),
+            html.P(
+                "Every number on this page is computed by diffsim's time-stepped simulator "
+                "(h = 1/240 s) and estimators in the Python server; the page holds no copy "
+                "of the physics.",
+                style={"color": "#666", "fontSize": "13px"},
+            ),
+        ]
+    )
+    return html.Div(
+        [
+            html.H2("A loss landscape with a contact cliff", style={"marginBottom": "2px"}),
+            html.P(
+                "A projectile is launched at 45° toward a target 10 m away, over a 2 m wall "
+                "at x = 6 m. If it clears the wall it flies on; if not it stops dead at the "
+                "wall. The only knob is the launch speed v₀; the loss is the squared miss "
+                "distance (x − 10)².",
+                style={"marginTop": "2px"},
+            ),
+            controls,
+            readout_row,
+            html.Div(
+                [
+                    html.Span(id="v0-message"),
+                    html.Span(id="params-message"),
+                    html.Span(id="optimize-message"),
+                    html.Span(id="figure-message"),
+                ],
+                id="message",
+                role="status",
+                style=_CSS["message"],
+            ),
+            html.Div(
+                [
+                    dcc.Graph(
+                        id="flight-figure",
+                        figure=empty_figure(300),
+                        config={"displayModeBar": False},
+                    ),
+                    dcc.Graph(
+                        id="loss-figure",
+                        figure=empty_figure(420),
+                        config={"displayModeBar": False},
+                    ),
+                ],
+                style=_CSS["two"],
+            ),
+            smoothing,
+            html.Div(
+                [
+                    html.Div(
+                        [
+                            dcc.Graph(
+                                id="gradient-figure",
+                                figure=empty_figure(300),
+                                config={"displayModeBar": False},
+                            ),
+                            html.Div(id="gradient-table"),
+                        ]
+                    ),
+                    optimize,
+                ],
+                style=_CSS["two"],
+            ),
+            words,
+            dcc.Store(id="v0-store", data={"v0": V0_DEFAULT}),
+            dcc.Store(id="params-store", data={"sigma": SIGMA_DEFAULT, "tau": TAU_DEFAULT}),
+            dcc.Store(id="optimize-store", data=None),
+            dcc.Store(id="ready-store", data={"gradients": False, "optimize": False}),
+            dcc.Interval(id="ready-poll", interval=400, disabled=False),
+            dcc.Interval(id="optimize-interval", interval=40, disabled=True, n_intervals=0),
+        ],
+        style=_CSS["page"],
+    )

@@ -11,6 +11,7 @@ from .. import __version__
 from . import _bench as _bench
 from . import _contact as _contact  # noqa: F401  (registers commands)
 from . import _core as _core
+from . import _demo as _demo
 from ._common import app
 
 

@@ -59,7 +59,9 @@ def _with_sigma(estimator: Estimator, sigma: Array) -> Estimator:
 
 
 @eqx.filter_jit
-def _optimize(loss, theta0, estimator, optimizer, steps, key, sigma_schedule, temp_schedule):
+def _optimize(
+    loss, theta0, estimator, optimizer, steps, key, sigma_schedule, temp_schedule, callback
+):
     theta0 = jax.tree_util.tree_map(jnp.asarray, theta0)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0), float)
     has_sigma = hasattr(estimator, "sigma")
@@ -85,6 +87,8 @@ def _optimize(loss, theta0, estimator, optimizer, steps, key, sigma_schedule, te
         new_theta = optax.apply_updates(theta, updates)
         evals = evals + r.num_evals
         record = (theta, jnp.asarray(loss_k(theta), dtype), r, evals, sigma, temp)
+        if callback is not None:
+            jax.debug.callback(callback, k + 1, ordered=True)
         return (new_theta, opt_state, evals), record
 
     init = (theta0, optimizer.init(theta0), jnp.zeros((), jnp.int32))
@@ -105,6 +109,7 @@ def optimize(
     optimizer: optax.GradientTransformation | None = None,
     sigma_schedule: Schedule | None = None,
     temperature_schedule: Schedule | None = None,
+    callback: Callable[[Array], None] | None = None,
 ) -> OptimizeResult:
     r"""Minimise ``loss`` from ``theta0`` with gradients from ``estimator``.
 
@@ -128,6 +133,8 @@ def optimize(
         optimizer: an Optax ``GradientTransformation`` (default ``optax.adam(0.05)``).
         sigma_schedule: optional ``k -> σ_k`` (e.g. ``optax.exponential_decay``).
         temperature_schedule: optional ``k -> τ_k``.
+        callback: optional host function called with the number of completed steps
+            after each one (``jax.debug.callback``; e.g. to advance a progress bar).
 
     Returns:
         :class:`OptimizeResult` with the final θ, its loss, the evaluations used and the
@@ -156,5 +163,41 @@ def optimize(
     if optimizer is None:
         optimizer = optax.adam(0.05)
     return _optimize(
-        loss, theta0, estimator, optimizer, steps, key, sigma_schedule, temperature_schedule
+        loss,
+        theta0,
+        estimator,
+        optimizer,
+        steps,
+        key,
+        sigma_schedule,
+        temperature_schedule,
+        callback,
     )
+
+
+def cosine_anneal(start: float, end: float, num_steps: int, fraction: float = 1.0) -> Schedule:
+    r"""A cosine schedule from ``start`` to ``end`` over the first ``fraction`` of
+    ``num_steps`` steps, then held at ``end``:
+    :math:`s_k = e + \tfrac12 (s - e)(1 + \cos(π \min(k / (f K), 1)))`.
+
+    Use it for σ (smooth widely first, then sharpen to the true minimiser) or for a
+    smoothing temperature.
+
+    Raises:
+        ValueError: ``start`` or ``end`` not finite and > 0, ``num_steps < 1``, or
+            ``fraction`` outside (0, 1].
+    """
+    from ._checks import check_positive
+
+    check_positive("start", start)
+    check_positive("end", end)
+    num_steps = check_int("num_steps", num_steps, minimum=1)
+    if not (0 < fraction <= 1):
+        raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+    span = max(fraction * num_steps, 1.0)
+
+    def schedule(k: Array) -> Array:
+        t = jnp.minimum(jnp.asarray(k) / span, 1.0)
+        return end + 0.5 * (start - end) * (1 + jnp.cos(jnp.pi * t))
+
+    return schedule

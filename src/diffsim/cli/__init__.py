@@ -9,9 +9,10 @@ import typer
 
 from .. import __version__
 from . import _bench as _bench
-from . import _contact as _contact  # noqa: F401  (registers commands)
+from . import _contact as _contact
 from . import _core as _core
 from . import _demo as _demo
+from . import _estimators as _estimators
 from ._common import app
 
 

@@ -1,0 +1,127 @@
+"""optimize(): convergence with every estimator; the wall from the plateau."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from diffsim import optimize
+from diffsim.estimators import ESTIMATORS, Exact, ZerothOrder, make_estimator
+from diffsim.optimize import cosine_anneal
+from diffsim.systems import projectile_wall as pw
+from diffsim.systems import wall_study
+
+
+def _quad(t):
+    return jnp.sum((t["a"] - jnp.array([1.0, -2.0])) ** 2) + 3 * (t["b"] - 0.5) ** 2
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_all_estimators_converge_on_quadratic(name):
+    opts = {} if name in ("exact", "fd") else {"sigma": 0.1, "num_samples": 16}
+    est = make_estimator(name, **opts)
+    theta0 = {"a": jnp.zeros(2), "b": jnp.asarray(3.0)}
+    steps = 300
+    r = optimize(
+        _quad,
+        theta0,
+        est,
+        steps=steps,
+        key=jax.random.PRNGKey(0),
+        optimizer=optax.adam(optax.cosine_decay_schedule(0.1, steps, 0.01)),
+    )
+    np.testing.assert_allclose(r.theta["a"], [1.0, -2.0], atol=5e-2)
+    np.testing.assert_allclose(r.theta["b"], 0.5, atol=5e-2)
+    assert float(r.loss) < 1e-2
+    # history: θ_k stacked, losses fall, evaluations cumulative and match the estimator
+    assert r.history.theta["a"].shape == (steps, 2)
+    assert r.history.loss.shape == (steps,)
+    assert float(r.history.loss[0]) == pytest.approx(float(_quad(theta0)))
+    per_step = np.diff(np.asarray(r.history.evaluations))
+    assert np.all(per_step == per_step[0]) and int(r.evaluations) == steps * int(
+        r.history.estimate.num_evals[0]
+    )
+
+
+def test_deterministic_and_vmappable():
+    est = ZerothOrder(sigma=0.3, num_samples=4)
+
+    def run(v, key):
+        return optimize(pw.loss_closed_form, v, est, steps=20, key=key).theta
+
+    a = run(jnp.asarray(8.0), jax.random.PRNGKey(3))
+    b = run(jnp.asarray(8.0), jax.random.PRNGKey(3))
+    assert float(a) == float(b)
+    vs = jnp.array([8.0, 9.0])
+    out = jax.vmap(run, in_axes=(0, None))(vs, jax.random.PRNGKey(3))
+    assert out.shape == (2,) and float(out[0]) == pytest.approx(float(a), rel=1e-12)
+
+
+def test_sigma_schedule_is_applied_and_ignored_without_sigma():
+    sched = cosine_anneal(1.0, 0.1, 10)
+    r = optimize(
+        pw.loss_closed_form,
+        jnp.asarray(9.0),
+        ZerothOrder(sigma=0.5, num_samples=4),
+        steps=10,
+        key=jax.random.PRNGKey(0),
+        sigma_schedule=sched,
+    )
+    np.testing.assert_allclose(r.history.sigma, [float(sched(k)) for k in range(10)])
+    assert float(r.history.sigma[0]) == 1.0
+    r = optimize(
+        pw.loss_closed_form,
+        jnp.asarray(9.0),
+        Exact(),
+        steps=3,
+        key=jax.random.PRNGKey(0),
+        sigma_schedule=sched,
+    )
+    assert np.all(np.isnan(np.asarray(r.history.sigma)))
+
+
+def test_temperature_schedule_anneals_smoothed_model():
+    # the time-stepped wall with a sigmoid wall of temperature τ: exact gradients of the
+    # smoothed model cross the plateau while τ is large
+    if not hasattr(pw, "smoothed_loss"):
+        pytest.skip("time-stepped wall not available")
+    steps = 200
+    r = optimize(
+        lambda v, tau: pw.loss(v, smoothing=tau),
+        jnp.asarray(8.5),
+        Exact(),
+        steps=steps,
+        key=jax.random.PRNGKey(0),
+        optimizer=optax.adam(optax.cosine_decay_schedule(0.2, steps, 0.05)),
+        temperature_schedule=cosine_anneal(0.5, 1e-3, steps, 0.6),
+    )
+    assert float(r.theta) > 9.4  # over the cliff
+    assert float(r.history.temperature[-1]) == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize("name", ["alpha", "zeroth"])
+def test_wall_from_plateau_reaches_target(name):
+    est = make_estimator(name, sigma=wall_study.SIGMA, num_samples=wall_study.SAMPLES)
+    r = wall_study.optimize_wall(8.0, est, key=jax.random.PRNGKey(0))
+    x = float(wall_study.wall_landing_x()(r.theta))
+    assert abs(x - 10.0) < 0.05
+
+
+def test_wall_exact_stuck_on_plateau():
+    r = wall_study.optimize_wall(8.0, Exact(), key=jax.random.PRNGKey(0))
+    assert float(r.theta) == 8.0
+    assert np.all(np.asarray(r.history.estimate.estimate) == 0.0)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="steps"):
+        optimize(pw.loss_closed_form, 8.0, Exact(), steps=0, key=jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="theta0"):
+        optimize(pw.loss_closed_form, jnp.nan, Exact(), steps=1, key=jax.random.PRNGKey(0))
+    with pytest.raises(TypeError, match="Estimator"):
+        optimize(pw.loss_closed_form, 8.0, "alpha", steps=1, key=jax.random.PRNGKey(0))
+    with pytest.raises(ValueError, match="fraction"):
+        cosine_anneal(1.0, 0.1, 10, 0.0)

@@ -12,6 +12,7 @@ from . import _bench as _bench
 from . import _contact as _contact
 from . import _core as _core
 from . import _demo as _demo
+from . import _diagnose as _diagnose
 from . import _estimators as _estimators
 from ._common import app
 

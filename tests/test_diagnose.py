@@ -1,0 +1,188 @@
+"""The gradient doctor: check_grad, diagnose's flags on cases with known answers, battery."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from diffsim import check_grad, diagnose, diagnose_rollout
+from diffsim.battery import battery_table, run_battery
+from diffsim.cli import app
+from diffsim.systems import double_pendulum
+from diffsim.systems import stiff_contact as sc
+
+KEY = jax.random.PRNGKey(0)
+
+
+# --- check_grad --------------------------------------------------------------------------
+def test_check_grad_passes_on_a_correct_gradient():
+    res = check_grad(
+        lambda t: jnp.sum(jnp.sin(t["a"]) * t["b"] ** 2), {"a": jnp.array([0.3, 1.0]), "b": 2.0}
+    )
+    assert res.ok and res.passed.shape == (3,)
+    assert np.max(res.rel_error) < 1e-7  # float64: the best step agrees to ~1e-9
+    assert res.evaluations == {"loss": 2 * 5 * 3, "grad": 1}
+
+
+def test_check_grad_catches_a_wrong_gradient_in_one_component():
+    @jax.custom_vjp
+    def f(x):
+        return jnp.sum(x**2)
+
+    def fwd(x):
+        return f(x), x
+
+    def bwd(x, g):  # wrong in component 1: 3x instead of 2x
+        return (g * jnp.array([2.0, 3.0, 2.0]) * x,)
+
+    f.defvjp(fwd, bwd)
+    res = check_grad(f, jnp.array([1.0, -2.0, 0.5]))
+    assert not res.ok
+    assert res.passed.tolist() == [True, False, True]
+    assert "MISMATCH" in str(res)
+
+
+def test_check_grad_validates_its_arguments():
+    with pytest.raises(ValueError, match="steps must be"):
+        check_grad(lambda t: t**2, 1.0, steps=(0.1, -1.0))
+    with pytest.raises(ValueError, match="theta"):
+        check_grad(lambda t: t**2, float("nan"))
+
+
+# --- diagnose on synthetic cases with known answers ---------------------------------------
+def test_smooth_loss_is_trusted_and_cost_is_as_stated():
+    d = diagnose(lambda t: jnp.sum((t - 1.0) ** 2 + 0.1 * t**3), jnp.array([0.3, -2.0, 1.5]), KEY)
+    assert d.verdict == "trusted" and d.flags == ()
+    assert d.exact_gradient_trusted
+    # 1 + 2·k·m (k = 3 axes, m = 7 steps) + N + 1 loss evaluations, 1 + N gradients
+    assert d.evaluations == {"loss": 1 + 2 * 3 * 7 + 257, "grad": 257}
+    assert "exact gradient" in d.recommendation
+
+
+def test_smooth_minimum_is_not_a_plateau():
+    # exact gradient 0 at a smooth, asymmetric minimum; the smoothed gradient is not 0
+    # (σ²/2·L''' ≠ 0) but the loss is curved, not flat: no plateau
+    d = diagnose(lambda t: t**2 + t**3, jnp.asarray(0.0), KEY, sigma=0.3)
+    assert d.flag_names == ()
+
+
+def test_plateau_of_a_clipped_loss():
+    # L = (θ − clip(θ, 1, 2))²: 0 on [1, 2], rises outside, within σ of θ = 1.2; no jump
+    d = diagnose(lambda t: (t - jnp.clip(t, 1.0, 2.0)) ** 2, jnp.asarray(1.2), KEY, sigma=0.3)
+    assert d.flag_names == ("plateau",)
+    ev = d.flags[0].evidence
+    assert ev["grad_norm"] == 0.0 and ev["local_change"] == 0.0 and ev["max_loss_change"] > 0.1
+    assert "zeroth-order or alpha-order" in d.recommendation
+
+
+def test_heaviside_near_and_far():
+    heaviside = lambda t: jnp.where(t >= 0.0, 1.0, 0.0)  # noqa: E731
+    near = diagnose(heaviside, jnp.asarray(0.05), KEY, sigma=0.1)
+    assert "jump" in near.flag_names
+    # FoBG is identically 0; ZoBG sees φ_σ(θ) = 3.52: the gap is the whole jump term
+    np.testing.assert_allclose(near.measurements["first_mean"], 0.0)
+    assert near.flags[[f.name for f in near.flags].index("jump")].evidence["z_first_vs_zeroth"] > 4
+    far = diagnose(heaviside, jnp.asarray(2.0), KEY, sigma=0.1)  # 20σ away: nothing to see
+    assert far.flag_names == ()
+
+
+def test_non_finite_gradient_at_a_switch_point():
+    trap = lambda t: jnp.where(t > 0, jnp.sqrt(jnp.abs(t)), 0.0)  # noqa: E731
+    d = diagnose(trap, jnp.asarray(0.0), KEY, sigma=0.1)
+    assert "non_finite" in d.flag_names
+    assert d.flags[0].evidence["finite_gradient"] is False
+    assert "double-where" in d.recommendation
+
+
+def test_deterministic_given_the_key():
+    f = lambda t: jnp.clip(t, 1.0, 2.0) ** 2  # noqa: E731
+    a = diagnose(f, jnp.asarray(1.2), jax.random.PRNGKey(3), sigma=0.3).to_dict()
+    b = diagnose(f, jnp.asarray(1.2), jax.random.PRNGKey(3), sigma=0.3).to_dict()
+    assert json.dumps(a) == json.dumps(b)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"sigma": 0.0}, "sigma must be finite and > 0"),
+        ({"sigma": float("nan")}, "sigma must be finite and > 0"),
+        ({"num_samples": 4}, "num_samples must be an integer >= 16"),
+        ({"rel_steps": (0.1, 1.0, 0.01)}, "rel_steps must be"),
+    ],
+)
+def test_diagnose_validates_its_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        diagnose(lambda t: t**2, jnp.asarray(1.0), KEY, **kwargs)
+
+
+def test_diagnose_rollout_validates_its_arguments():
+    sys = double_pendulum()
+    with pytest.raises(ValueError, match="wrt must be"):
+        diagnose_rollout(sys.step, sys.s0, sys.theta, 50, lambda s: s[0][0], KEY, wrt="u")
+    with pytest.raises(ValueError, match="num_steps must be an integer >= 8"):
+        diagnose_rollout(sys.step, sys.s0, sys.theta, 4, lambda s: s[0][0], KEY)
+
+
+# --- rollout-aware: chaos and stiffness ---------------------------------------------------
+def test_chaos_at_long_horizon_only():
+    sys = double_pendulum()
+    loss = lambda s: jnp.cos(s[0][1])  # noqa: E731
+    short = diagnose_rollout(sys.step, sys.s0, sys.theta, 50, loss, KEY, wrt="s0", num_samples=64)
+    long = diagnose_rollout(sys.step, sys.s0, sys.theta, 800, loss, KEY, wrt="s0", num_samples=64)
+    assert short.flag_names == ()
+    assert long.flag_names == ("chaos",)
+    ev = long.flags[0].evidence
+    assert ev["growth_T8_to_T"] > 1e3 and ev["rate_per_step"] > 0 and ev["concentration"] < 0.5
+
+
+def test_stiff_contact_flagged_from_samples_and_from_the_rollout():
+    sys = sc.stiff_contact(k=1e6)
+
+    def height(y0):
+        return sc.rollout(sys.step, (y0, sys.s0[1]), sys.theta, 240, trajectory=False)[0]
+
+    plain = diagnose(height, jnp.asarray(1.0), KEY)  # samples only: heavy tails
+    assert "stiffness" in plain.flag_names
+    ev = plain.flags[plain.flag_names.index("stiffness")].evidence
+    assert ev["stiffness_ratio"] > 20 and ev["first_kurtosis"] > 10
+    roll = diagnose_rollout(sys.step, sys.s0, sys.theta, 240, lambda s: s[0], KEY, wrt="s0")
+    assert roll.flag_names == ("stiffness",)
+    assert roll.flags[0].evidence["concentration"] >= 0.5
+
+
+# --- the battery and the CLI --------------------------------------------------------------
+@pytest.mark.slow
+def test_battery_has_no_false_alarms_and_no_misses():
+    rows = run_battery()
+    assert len(rows) >= 15
+    table = battery_table(rows)
+    assert sum(len(r["false_alarms"]) for r in rows) == 0, table
+    assert sum(len(r["misses"]) for r in rows) == 0, table
+    # each flag is exercised by at least one case
+    raised = {f for r in rows for f in r["flags"]}
+    assert raised == {"plateau", "jump", "stiffness", "chaos", "non_finite"}
+
+
+def test_cli_diagnose_json_and_bad_input():
+    runner = CliRunner()
+    out = runner.invoke(
+        app, ["diagnose", "--system", "wall", "--v0", "8", "--json", "--samples", "64"]
+    )
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["verdict"] == "untrusted" and data["flags"] == ["plateau"]
+    assert {"recommendation", "evaluations", "evidence", "measurements"} <= set(data)
+    assert data["evidence"]["plateau"]["grad_norm"] == 0.0
+    for args, msg in (
+        (["--v0", "20"], "v0 must be in [4.0, 14.0]"),
+        (["--v0", "nan"], "v0 must be a finite number"),
+        (["--sigma", "-1"], "sigma must be finite and > 0"),
+        (["--system", "stiff", "--k", "0"], "k must be finite and > 0"),
+    ):
+        out = runner.invoke(app, ["diagnose", *args])
+        assert out.exit_code == 2 and msg in out.output, (args, out.output)

@@ -74,13 +74,45 @@ class Callbacks:
 
     # -- v₀: slider and number box, kept in sync ------------------------------------------
 
-    def on_v0(self, slider_value: Any, input_value: Any, triggered: str | None) -> tuple:
+    @staticmethod
+    def v0_source(
+        slider_value: Any, input_value: Any, last: Any, triggered: list[str] | str | None
+    ) -> str:
+        """Which control the user moved: ``"v0-slider"`` or ``"v0-input"``.
+
+        Dash merges triggers that arrive while a request is in flight, so both may be
+        listed; the one that differs from the last value the page accepted (``last``, from
+        ``v0-store``) is the one that moved. Ties go to the first one Dash lists.
+        """
+        fired = [triggered] if isinstance(triggered, str) or triggered is None else triggered
+        fired = [f.split(".")[0] for f in fired if f]
+        if len(fired) < 2:
+            return fired[0] if fired else "v0-slider"
+        try:
+            last_v0 = float(_field(last, "v0"))
+            if abs(float(slider_value) - round(last_v0, 2)) < 1e-9:
+                return "v0-input"
+            if abs(float(input_value) - last_v0) < 1e-12:
+                return "v0-slider"
+        except (TypeError, ValueError):
+            pass
+        return fired[0]
+
+    def on_v0(
+        self,
+        slider_value: Any,
+        input_value: Any,
+        triggered: list[str] | str | None,
+        last: Any = None,
+    ) -> tuple:
         """The slider or the number box moved: readouts, flight path, the stored v₀.
 
-        Returns ``(slider, input, v0 readout, landing, loss, clears, flight figure,
-        v0-store, message)``; on a bad value only the message changes.
+        ``triggered``: the id(s) of what fired (see :meth:`v0_source`); ``last``: the
+        ``v0-store`` data. Returns ``(slider, input, v0 readout, landing, loss, clears,
+        flight figure, v0-store, message)``; on a bad value only the message changes.
         """
-        raw = input_value if triggered == "v0-input" else slider_value
+        source = self.v0_source(slider_value, input_value, last, triggered)
+        raw = input_value if source == "v0-input" else slider_value
         keep = (no_update,) * 8
         try:
             v0 = parse_v0(raw)
@@ -90,8 +122,8 @@ class Callbacks:
             return (*keep, str(err))
         except Exception as err:
             return (*keep, _internal_error(err))
-        slider = no_update if triggered == "v0-slider" else round(v0, 2)
-        box = no_update if triggered == "v0-input" else v0
+        slider = no_update if source == "v0-slider" else round(v0, 2)
+        box = no_update if source == "v0-input" else v0
         return (
             slider,
             box,
@@ -300,10 +332,11 @@ def register_callbacks(app: dash.Dash, model: DemoModel) -> Callbacks:
         Output("v0-message", "children"),
         Input("v0-slider", "value"),
         Input("v0-input", "value"),
+        State("v0-store", "data"),
     )
     @functools.partial(_safe, n_out=9)
-    def _on_v0(slider_value, input_value):
-        return cb.on_v0(slider_value, input_value, ctx.triggered_id)
+    def _on_v0(slider_value, input_value, last):
+        return cb.on_v0(slider_value, input_value, list(ctx.triggered_prop_ids), last)
 
     @app.callback(
         Output("params-store", "data"),

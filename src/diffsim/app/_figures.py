@@ -326,7 +326,8 @@ def path_frame(run: dict, frame: int, num_frames: int) -> tuple[list[float], lis
 def gradient_figure(grads: Gradients) -> Figure:
     """Each estimator's d loss/d v₀ at the current v₀ with ±2 standard-error bars, and the
     slope of the Gaussian-smoothed loss (what the randomized estimators are unbiased for)."""
-    labels = [ESTIMATOR_LABELS[n] for n in grads.names]
+    short = {"exact": "exact", "zeroth": "ZoBG", "first": "FoBG", "alpha": "AoBG"}
+    labels = [short.get(n, "smoothed τ") for n in grads.names]
     data = [
         {
             "type": "scatter",

@@ -66,6 +66,25 @@ _CSS = {
 }
 
 
+# Dash >= 4 draws its own number box next to a slider; the page has one already (v0-input)
+_NO_DIRECT_INPUT = (
+    {"allow_direct_input": False} if "allow_direct_input" in dcc.Slider()._prop_names else {}
+)
+
+
+# The number boxes are text boxes read on Enter or blur: the server parses and validates
+# what was typed (a message for text, NaN or out-of-range values), half-typed values ("1"
+# on the way to "11") are never sent, and retyping a value the page moved away from works
+# (Dash's type="number" box compares with a stale copy of its value and may not send it).
+_NUMBER_BOX = {
+    "type": "text",
+    "inputMode": "decimal",
+    "debounce": True,
+    "autoComplete": "off",
+    "style": _CSS["input"],
+}
+
+
 def _readout(label: str, id_: str, value: str) -> html.Div:
     return html.Div(
         [html.Div(label, style=_CSS["label"]), html.Div(value, id=id_, style=_CSS["value"])],
@@ -88,7 +107,7 @@ def build_layout() -> html.Div:
                     value=V0_DEFAULT,
                     marks=marks,
                     updatemode="drag",
-                    allow_direct_input=False,
+                    **_NO_DIRECT_INPUT,
                 ),
                 style={"flex": "1", "minWidth": "320px"},
             ),
@@ -97,13 +116,8 @@ def build_layout() -> html.Div:
                     "v₀ (m/s) ",
                     dcc.Input(
                         id="v0-input",
-                        type="number",
-                        min=V0_MIN,
-                        max=V0_MAX,
-                        step="any",
+                        **_NUMBER_BOX,
                         value=V0_DEFAULT,
-                        debounce=False,
-                        style=_CSS["input"],
                     ),
                 ]
             ),
@@ -123,29 +137,21 @@ def build_layout() -> html.Div:
         [
             html.Label(
                 [
-                    "σ, Gaussian smoothing of v₀ (m/s) ",
+                    f"σ, Gaussian smoothing of v₀ ({SIGMA_MIN:g}–{SIGMA_MAX:g} m/s) ",
                     dcc.Input(
                         id="sigma-input",
-                        type="number",
-                        min=SIGMA_MIN,
-                        max=SIGMA_MAX,
-                        step=0.05,
+                        **_NUMBER_BOX,
                         value=SIGMA_DEFAULT,
-                        style=_CSS["input"],
                     ),
                 ]
             ),
             html.Label(
                 [
-                    "τ, temperature of the sigmoid wall (m) ",
+                    f"τ, temperature of the sigmoid wall ({TAU_MIN:g}–{TAU_MAX:g} m) ",
                     dcc.Input(
                         id="tau-input",
-                        type="number",
-                        min=TAU_MIN,
-                        max=TAU_MAX,
-                        step=0.01,
+                        **_NUMBER_BOX,
                         value=TAU_DEFAULT,
-                        style=_CSS["input"],
                     ),
                 ]
             ),

@@ -1,0 +1,260 @@
+"""The demo page in real headless Chromium (Debian's ``chromium`` driven by Playwright).
+
+The server is the real command, ``python -m diffsim demo --no-browser``, on a free port.
+Skipped where Playwright or ``/usr/bin/chromium`` is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+from diffsim.systems import projectile_wall as pw  # noqa: E402
+
+CHROMIUM = os.environ.get("DIFFSIM_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which(CHROMIUM) is None, reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+)
+
+
+def library_readouts(v0: float) -> dict[str, str]:
+    """The four readouts computed here from the library, formatted as the page shows them."""
+    return {
+        "#v0-readout": f"v₀ = {v0:.2f} m/s",
+        "#landing-readout": f"{float(pw.landing_x(v0)):.2f} m",
+        "#loss-readout": f"{float(pw.loss(v0)):.2f}",
+        "#clears-readout": "yes" if bool(pw.clears_wall(v0)) else "no",
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "diffsim", "demo", "--no-browser", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read() if proc.stdout else ""
+                proc.kill()
+                pytest.fail(f"diffsim demo did not start:\n{out}")
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    try:
+        out, _ = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    assert "Traceback" not in (out or ""), out
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page_errors():
+    return []
+
+
+@pytest.fixture(scope="module")
+def page(server, browser, page_errors):
+    pg = browser.new_page(viewport={"width": 1280, "height": 1500})
+    pg.on(
+        "console",
+        lambda m: page_errors.append(f"console: {m.text}") if m.type == "error" else None,
+    )
+    pg.on("pageerror", lambda e: page_errors.append(f"pageerror: {e}"))
+    pg.goto(server)
+    pg.wait_for_function(
+        "document.getElementById('v0-readout')?.textContent.startsWith('v₀ = ')",
+        timeout=60_000,
+    )
+    yield pg
+    pg.close()
+
+
+def _texts(page) -> dict[str, str]:
+    return {sel: page.inner_text(sel) for sel in library_readouts(8.0)}
+
+
+def _enter(page, selector: str, text: str) -> None:
+    """Type into a number box and press Enter (the boxes update on Enter or blur)."""
+    page.fill(selector, text)
+    page.press(selector, "Enter")
+
+
+def _set_v0(page, v0: float) -> None:
+    _enter(page, "#v0-input", repr(v0))
+    expected = f"v₀ = {v0:.2f} m/s"
+    page.wait_for_function(
+        "t => document.getElementById('v0-readout').textContent === t", arg=expected
+    )
+    # the readouts arrive together in one response; wait until the landing one settled too
+    page.wait_for_function(
+        "t => document.getElementById('landing-readout').textContent === t",
+        arg=library_readouts(v0)["#landing-readout"],
+    )
+
+
+def test_readouts_at_load_are_the_articles(page):
+    assert _texts(page) == {
+        "#v0-readout": "v₀ = 8.00 m/s",
+        "#landing-readout": "6.00 m",
+        "#loss-readout": "16.00",
+        "#clears-readout": "no",
+    }
+
+
+@pytest.mark.parametrize("v0", [9.2, 9.905, 11.0])
+def test_setting_v0_shows_the_librarys_values(page, v0):
+    _set_v0(page, v0)
+    assert _texts(page) == library_readouts(v0)
+    assert page.get_attribute("#v0-slider [role=slider]", "aria-valuenow") == str(
+        round(v0, 2)
+    ).rstrip("0").rstrip(".")
+
+
+def test_slider_updates_while_dragging(page):
+    _set_v0(page, 8.0)
+    thumb = page.locator("#v0-slider [role=slider]")
+    box = thumb.bounding_box()
+    track = page.locator("#v0-slider .dash-slider-track").bounding_box()
+    x0, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    x1 = track["x"] + 0.66 * track["width"]  # about 10.6 m/s
+    page.mouse.move(x1, y, steps=12)
+    # still holding the button: the readouts already follow the drag
+    page.wait_for_function(
+        "() => parseFloat(document.getElementById('v0-readout').textContent.slice(4)) > 10"
+    )
+    page.mouse.up()
+    v0 = float(page.get_attribute("#v0-slider [role=slider]", "aria-valuenow"))
+    page.wait_for_function(
+        "t => document.getElementById('v0-readout').textContent === t", arg=f"v₀ = {v0:.2f} m/s"
+    )
+    page.wait_for_function(
+        "t => document.getElementById('landing-readout').textContent === t",
+        arg=library_readouts(v0)["#landing-readout"],
+    )
+    assert _texts(page) == library_readouts(v0)
+
+
+def test_keyboard_arrows_step_the_slider(page):
+    _set_v0(page, 8.0)
+    page.focus("#v0-slider [role=slider]")
+    for _ in range(3):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function(
+        "() => document.getElementById('v0-readout').textContent === 'v₀ = 8.03 m/s'"
+    )
+    page.wait_for_function("() => document.getElementById('v0-input').value === '8.03'")
+
+
+@pytest.mark.parametrize(
+    "selector,value,message",
+    [
+        ("#v0-input", "20", "v₀ must be a number in [4, 14] m/s"),
+        ("#v0-input", "-3", "v₀ must be a number in [4, 14] m/s"),
+        ("#v0-input", "", "v₀ must be a number in [4, 14] m/s"),
+        ("#v0-input", "abc", "v₀ must be a number in [4, 14] m/s"),
+        ("#v0-input", "nan", "v₀ must be a number in [4, 14] m/s"),
+        ("#sigma-input", "0", "σ must be a number"),
+        ("#sigma-input", "-1", "σ must be a number"),
+        ("#tau-input", "0", "τ must be a number"),
+    ],
+)
+def test_bad_values_show_a_message(page, selector, value, message):
+    _set_v0(page, 9.2)
+    _enter(page, selector, value)
+    page.wait_for_function(
+        "m => document.getElementById('message').textContent.includes(m)", arg=message
+    )
+    assert _texts(page) == library_readouts(9.2)  # the last good values stay
+    _enter(page, selector, {"#v0-input": "9.2", "#sigma-input": "1", "#tau-input": "0.3"}[selector])
+    page.wait_for_function("() => document.getElementById('message').textContent === ''")
+
+
+def test_gradients_listed_for_every_estimator(page):
+    _set_v0(page, 8.0)
+    page.wait_for_selector("#grad-alpha", timeout=120_000)
+    page.wait_for_function(
+        "() => document.querySelector('#gradient-figure .gtitle')?.textContent.includes('8.00')"
+    )
+    assert page.inner_text("#grad-exact") == "0.000"  # the plateau
+    for name in ("zeroth", "first", "alpha", "smoothed"):
+        assert re.fullmatch(r"-?\d+\.\d{3}", page.inner_text(f"#grad-{name}"))
+
+
+def test_optimize_alpha_order_from_8_reaches_the_target(page):
+    _set_v0(page, 8.0)
+    page.check("#estimator-select input[value=alpha]")
+    page.click("#optimize-button")
+    page.wait_for_selector("#optimize-landing", timeout=180_000)
+    landing = float(page.inner_text("#optimize-landing").removesuffix(" m"))
+    assert abs(landing - pw.TARGET) < 0.05
+    final_v0 = float(page.inner_text("#optimize-v0"))
+    assert abs(float(pw.landing_x(final_v0)) - landing) < 0.01  # the library's landing x
+    assert page.inner_text("#optimize-clears") == "yes"
+    # the animation ends with the whole path drawn on the loss curve
+    page.wait_for_function(
+        "() => document.getElementById('loss-figure').querySelectorAll('.scatterlayer .trace')"
+        ".length > 0"
+    )
+    time.sleep(2.0)  # 40 frames at 40 ms
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "demo.png"), full_page=True)
+    assert (ARTIFACTS / "demo.png").stat().st_size > 10_000
+
+
+def test_no_console_errors(page, page_errors):
+    page.reload()
+    page.wait_for_function(
+        "() => document.getElementById('v0-readout')?.textContent === 'v₀ = 8.00 m/s'"
+    )
+    assert page_errors == []

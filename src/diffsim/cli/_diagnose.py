@@ -88,7 +88,7 @@ def diagnose_cmd(
         if json_out:
             print_json({"cases": rows})
         else:
-            console.print(battery_table(rows), highlight=False)
+            typer.echo(battery_table(rows))
         return
     require_finite("v0", v0)
     require_finite("k", k)

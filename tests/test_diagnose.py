@@ -168,6 +168,13 @@ def test_battery_has_no_false_alarms_and_no_misses():
     assert raised == {"plateau", "jump", "stiffness", "chaos", "non_finite"}
 
 
+@pytest.mark.slow
+def test_held_out_battery_has_no_false_alarms_and_no_misses():
+    rows = run_battery(which="held_out")
+    table = battery_table(rows)
+    assert sum(len(r["false_alarms"]) + len(r["misses"]) for r in rows) == 0, table
+
+
 def test_cli_diagnose_json_and_bad_input():
     runner = CliRunner()
     out = runner.invoke(

@@ -79,12 +79,15 @@ def diagnose_cmd(
     samples: int = typer.Option(256, "--samples", help="Samples per estimator family (>= 16)."),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
     battery: bool = typer.Option(False, "--battery", help="Run the validation battery instead."),
+    held_out: bool = typer.Option(
+        False, "--held-out", help="With --battery: the held-out cases instead."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Can the exact gradient be trusted here? Flags (plateau, jump, stiffness, chaos,
     non_finite) with their evidence, a verdict and a recommendation."""
     if battery:
-        rows = run_battery(seed)
+        rows = run_battery(seed, which="held_out" if held_out else "calibration")
         if json_out:
             print_json({"cases": rows})
         else:

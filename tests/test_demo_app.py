@@ -129,10 +129,11 @@ def test_bad_sigma_or_tau_gives_a_message(callbacks, sigma, tau):
 
 def test_draw_shows_curves_point_and_every_estimator(callbacks, model):
     assert model.wait_until_compiled("gradients", timeout=300)
-    fig, gfig, _table, _, message = callbacks.draw(
+    fig, gfig, _table, _, message, drawn = callbacks.draw(
         {"v0": 8.0}, {"sigma": 1.0, "tau": 0.3}, None, None, 0, None
     )
     assert message == ""
+    assert drawn == {"sigma": 1.0, "tau": 0.3, "gradients": True}
     loss = fig["data"][0]
     assert len(loss["x"]) == 1001 and loss["x"][0] == 4.0 and loss["x"][-1] == 14.0
     # the plateau is flat at 16 and the curve is the library's loss
@@ -159,7 +160,17 @@ def test_draw_shows_curves_point_and_every_estimator(callbacks, model):
 )
 def test_draw_survives_malformed_stores(callbacks, v0_data, params, run):
     out = callbacks.draw(v0_data, params, run, None, 0, "v0-store")
-    assert len(out) == 5  # no exception; a message or a figure
+    assert len(out) == 6  # no exception; a message or a figure
+
+
+def test_moving_v0_patches_only_the_point_and_slopes(callbacks, model):
+    assert model.wait_until_compiled("gradients", timeout=300)
+    params = {"sigma": 1.0, "tau": 0.3}
+    drawn = {"sigma": 1.0, "tau": 0.3, "gradients": True}
+    patch = callbacks.draw({"v0": 9.2}, params, None, None, 0, "v0-store", drawn)[0]
+    assert not isinstance(patch, dict)  # a dash.Patch
+    full = callbacks.draw({"v0": 9.2}, {"sigma": 0.5, "tau": 0.3}, None, None, 0, "v0-store", drawn)
+    assert isinstance(full[0], dict) and full[5]["sigma"] == 0.5
 
 
 def test_optimize_rejects_bad_requests(callbacks):
@@ -224,7 +235,7 @@ def _v0_body(key: str, value, source: str = "v0-slider") -> str:
                 {"id": "v0-input", "property": "value", "value": box},
             ],
             "changedPropIds": [f"{source}.value"],
-            "state": [],
+            "state": [{"id": "v0-store", "property": "data", "value": None}],
         },
         allow_nan=True,
     )

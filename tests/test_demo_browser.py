@@ -111,7 +111,7 @@ def page(server, browser, page_errors):
     pg.on("pageerror", lambda e: page_errors.append(f"pageerror: {e}"))
     pg.goto(server)
     pg.wait_for_function(
-        "document.getElementById('v0-readout')?.textContent.startsWith('v₀ = ')",
+        "/^v₀ = \\d/.test(document.getElementById('v0-readout')?.textContent ?? '')",
         timeout=60_000,
     )
     yield pg
@@ -142,6 +142,7 @@ def _set_v0(page, v0: float) -> None:
 
 
 def test_readouts_at_load_are_the_articles(page):
+    page.wait_for_function("() => document.getElementById('clears-readout').textContent !== '…'")
     assert _texts(page) == {
         "#v0-readout": "v₀ = 8.00 m/s",
         "#landing-readout": "6.00 m",

@@ -56,6 +56,9 @@ def create_app(model: DemoModel | None = None) -> dash.Dash:
     )
     app.layout = build_layout()
     register_callbacks(app, model)
+    # Dash finishes its set-up on the first request, unguarded against concurrent ones:
+    # make that first request here, before the server accepts any.
+    app.server.test_client().get("/")
     return app
 
 

@@ -146,12 +146,13 @@ class Callbacks:
 
     def on_ready_poll(self, _n: Any) -> tuple:
         """Report which slow stages the background warm-up has compiled; stop polling once
-        all are. Returns ``(ready-store, ready-poll.disabled)``."""
+        all are. Returns ``(ready-store, ready-poll.disabled, optimize status)``."""
         ready = {
             stage: self.model.wait_until_compiled(stage, timeout=0)
             for stage in ("gradients", "optimize")
         }
-        return ready, all(ready.values())
+        status = "ready" if ready["optimize"] else "compiling (once per start-up)…"
+        return ready, all(ready.values()), status
 
     def draw(
         self,
@@ -161,18 +162,25 @@ class Callbacks:
         ready: Any,
         n_intervals: Any,
         triggered: str | None,
+        drawn: Any = None,
     ) -> tuple:
         """Redraw the loss figure (and the gradients at v₀), or advance the Optimize
-        animation by one frame. Returns ``(loss figure, gradient figure, gradient table,
-        optimize-interval.disabled, message)``."""
-        try:
-            return self._draw(v0_data, params, run_data, ready, n_intervals, triggered)
-        except InputError as err:
-            return no_update, no_update, no_update, True, str(err)
-        except Exception as err:
-            return no_update, no_update, no_update, True, _internal_error(err)
+        animation by one frame.
 
-    def _draw(self, v0_data, params, run_data, ready, n_intervals, triggered) -> tuple:
+        When only v₀ moved and the figure in the page was drawn with the current σ and τ
+        (``drawn``, from ``drawn-store``), only the current point and the slopes are sent
+        (a Plotly patch, not the 1001-point curves again). Returns ``(loss figure,
+        gradient figure, gradient table, optimize-interval.disabled, message,
+        drawn-store)``.
+        """
+        try:
+            return self._draw(v0_data, params, run_data, ready, n_intervals, triggered, drawn)
+        except InputError as err:
+            return no_update, no_update, no_update, True, str(err), no_update
+        except Exception as err:
+            return no_update, no_update, no_update, True, _internal_error(err), no_update
+
+    def _draw(self, v0_data, params, run_data, ready, n_intervals, triggered, drawn) -> tuple:
         run = _run_from_store(run_data)
         frame = n_intervals if isinstance(n_intervals, int) and n_intervals >= 0 else 0
         done = run is None or frame >= NUM_FRAMES - 1
@@ -183,7 +191,7 @@ class Callbacks:
             patch["data"][LOSS_TRACE["path"]]["y"] = path[1]
             patch["data"][LOSS_TRACE["path-head"]]["x"] = path[0][-1:]
             patch["data"][LOSS_TRACE["path-head"]]["y"] = path[1][-1:]
-            return patch, no_update, no_update, done, no_update
+            return patch, no_update, no_update, done, no_update, no_update
         v0 = parse_v0(_field(v0_data, "v0"))
         sigma = parse_sigma(_field(params, "sigma"))
         tau = parse_tau(_field(params, "tau"))
@@ -208,10 +216,16 @@ class Callbacks:
             m.optimal_v0,
             path,
         )
+        now = {"sigma": sigma, "tau": tau, "gradients": grads is not None}
+        if triggered == "v0-store" and drawn == now:
+            patch = Patch()
+            for i in range(LOSS_TRACE["point"], LOSS_TRACE["path"]):
+                patch["data"][i] = fig["data"][i]
+            fig = patch
         if grads is None:
             note = html.P("Compiling the estimators… (once per start-up)", id="gradient-note")
-            return fig, no_update, note, done, ""
-        return fig, gradient_figure(grads), self._gradient_table(grads), done, ""
+            return fig, no_update, note, done, "", now
+        return fig, gradient_figure(grads), self._gradient_table(grads), done, "", now
 
     @staticmethod
     def _gradient_table(grads) -> html.Table:
@@ -351,9 +365,10 @@ def register_callbacks(app: dash.Dash, model: DemoModel) -> Callbacks:
     @app.callback(
         Output("ready-store", "data"),
         Output("ready-poll", "disabled"),
+        Output("optimize-status", "children"),
         Input("ready-poll", "n_intervals"),
     )
-    @functools.partial(_safe, n_out=2)
+    @functools.partial(_safe, n_out=3)
     def _on_ready_poll(n):
         return cb.on_ready_poll(n)
 
@@ -363,15 +378,20 @@ def register_callbacks(app: dash.Dash, model: DemoModel) -> Callbacks:
         Output("gradient-table", "children"),
         Output("optimize-interval", "disabled"),
         Output("figure-message", "children"),
+        Output("drawn-store", "data"),
         Input("v0-store", "data"),
         Input("params-store", "data"),
         Input("optimize-store", "data"),
         Input("ready-store", "data"),
         Input("optimize-interval", "n_intervals"),
+        State("drawn-store", "data"),
     )
-    @functools.partial(_safe, n_out=5)
-    def _draw(v0_data, params, run_data, ready, n_intervals):
-        return cb.draw(v0_data, params, run_data, ready, n_intervals, ctx.triggered_id)
+    @functools.partial(_safe, n_out=6)
+    def _draw(v0_data, params, run_data, ready, n_intervals, drawn):
+        fired = list(ctx.triggered_prop_ids)
+        # several inputs at once (merged triggers): draw everything
+        triggered = fired[0].split(".")[0] if len(fired) == 1 else None
+        return cb.draw(v0_data, params, run_data, ready, n_intervals, triggered, drawn)
 
     @app.callback(
         Output("optimize-store", "data"),

@@ -180,6 +180,7 @@ def build_layout() -> html.Div:
                 n_clicks=0,
                 style={"marginTop": "8px", "fontSize": "15px", "padding": "4px 18px"},
             ),
+            html.Span("…", id="optimize-status", style={"marginLeft": "10px", "color": "#666"}),
             dcc.Loading(
                 html.Div(id="optimize-result", style={"marginTop": "8px", "minHeight": "2em"}),
                 type="dot",
@@ -280,6 +281,7 @@ def build_layout() -> html.Div:
             dcc.Store(id="v0-store", data={"v0": V0_DEFAULT}),
             dcc.Store(id="params-store", data={"sigma": SIGMA_DEFAULT, "tau": TAU_DEFAULT}),
             dcc.Store(id="optimize-store", data=None),
+            dcc.Store(id="drawn-store", data=None),
             dcc.Store(id="ready-store", data={"gradients": False, "optimize": False}),
             dcc.Interval(id="ready-poll", interval=400, disabled=False),
             dcc.Interval(id="optimize-interval", interval=40, disabled=True, n_intervals=0),

@@ -173,6 +173,27 @@ def test_moving_v0_patches_only_the_point_and_slopes(callbacks, model):
     assert isinstance(full[0], dict) and full[5]["sigma"] == 0.5
 
 
+def test_doctor_panel_is_the_librarys_diagnosis(callbacks, model):
+    from diffsim import diagnose
+
+    assert callbacks.on_doctor({"v0": 8.0}, {"sigma": 1.0, "tau": 0.3}, {"doctor": False})[
+        0
+    ].startswith("compiling")
+    model.wait_until_compiled("doctor")
+    verdict, flags, rec = callbacks.on_doctor(
+        {"v0": 8.0}, {"sigma": 1.0, "tau": 0.3}, {"doctor": True}
+    )
+    import jax
+
+    ref = diagnose(pw.loss, 8.0, jax.random.PRNGKey(2), sigma=1.0, num_samples=256)
+    assert ref.flag_names == ("plateau",)
+    assert "untrusted" in str(verdict) and "doctor-flag-plateau" in str(flags)
+    assert rec.startswith(ref.recommendation)
+    # malformed stores: a message, never an exception
+    out = callbacks.on_doctor({"v0": "abc"}, {"sigma": 1.0}, {"doctor": True})
+    assert out[:2] == (no_update, no_update) and "v₀ must be a number" in out[2]
+
+
 def test_optimize_rejects_bad_requests(callbacks):
     out = callbacks.on_optimize(1, "adam", {"v0": 8.0}, {"sigma": 1.0, "tau": 0.3})
     assert "estimator must be one of" in out[2]

@@ -35,8 +35,11 @@ CHROMIUM_ARGS = [
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 
+# scripts/test installs Chromium and sets DIFFSIM_REQUIRE_BROWSER=1: there a missing browser
+# is a failure, not a skip
 pytestmark = pytest.mark.skipif(
-    shutil.which(CHROMIUM) is None, reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    shutil.which(CHROMIUM) is None and os.environ.get("DIFFSIM_REQUIRE_BROWSER") != "1",
+    reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
 )
 
 
@@ -230,6 +233,20 @@ def test_gradients_listed_for_every_estimator(page):
     assert page.inner_text("#grad-exact") == "0.000"  # the plateau
     for name in ("zeroth", "first", "alpha", "smoothed"):
         assert re.fullmatch(r"-?\d+\.\d{3}", page.inner_text(f"#grad-{name}"))
+
+
+def test_gradient_doctor_panel_follows_v0(page):
+    # the library's verdicts at σ = 1 (the page's default): plateau at 8, trusted at 11
+    _set_v0(page, 8.0)
+    page.wait_for_selector("#doctor-flag-plateau", timeout=120_000)
+    assert page.inner_text("#doctor-verdict").startswith("untrusted at v₀ = 8.00")
+    assert "zeroth-order or alpha-order" in page.inner_text("#doctor-recommendation")
+    _set_v0(page, 11.0)
+    page.wait_for_function(
+        "() => document.getElementById('doctor-verdict').textContent.startsWith("
+        "'trusted at v₀ = 11.00')"
+    )
+    assert page.locator("#doctor-flags li").count() == 0
 
 
 def test_optimize_alpha_order_from_8_reaches_the_target(page):

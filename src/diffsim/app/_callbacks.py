@@ -149,10 +149,42 @@ class Callbacks:
         all are. Returns ``(ready-store, ready-poll.disabled, optimize status)``."""
         ready = {
             stage: self.model.wait_until_compiled(stage, timeout=0)
-            for stage in ("gradients", "optimize")
+            for stage in ("gradients", "doctor", "optimize")
         }
         status = "ready" if ready["optimize"] else "compiling (once per start-up)…"
         return ready, all(ready.values()), status
+
+    def on_doctor(self, v0_data: Any, params: Any, ready: Any) -> tuple:
+        """The gradient doctor at the current v₀ and σ: ``(verdict, flags, recommendation)``
+        as page elements. Until the doctor is compiled it says so; it never raises."""
+        if not (isinstance(ready, dict) and ready.get("doctor")):
+            return "compiling (once per start-up)…", "", ""
+        try:
+            v0 = parse_v0(_field(v0_data, "v0"))
+            sigma = parse_sigma(_field(params, "sigma"))
+            d = self.model.doctor(v0, sigma)
+        except InputError as err:
+            return no_update, no_update, str(err)
+        except Exception as err:
+            return no_update, no_update, _internal_error(err)
+        colour = "#1a7f37" if d.verdict == "trusted" else "#b42318"
+        verdict = html.Span(
+            [
+                html.B(d.verdict, style={"color": colour}),
+                f" at v₀ = {v0:.2f} m/s, σ = {sigma:.2f} m/s",
+            ]
+        )
+        items = [
+            html.Li(
+                [html.B(f.name), ": ", f.message, " (", _evidence(f.evidence), ")"],
+                id=f"doctor-flag-{f.name}",
+            )
+            for f in d.flags
+        ]
+        flags = html.Ul(items) if items else html.P("no flags: the exact gradient is trustworthy")
+        ev = d.evaluations
+        rec = f"{d.recommendation}. Cost: {ev['loss']} loss + {ev['grad']} gradient evaluations."
+        return verdict, flags, rec
 
     def draw(
         self,
@@ -316,6 +348,12 @@ class Callbacks:
         return optimize_path(run), result, "", False, 0
 
 
+def _evidence(evidence: dict) -> str:
+    return ", ".join(
+        f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}" for k, v in evidence.items()
+    )
+
+
 def _safe(fn: Callable[..., tuple], n_out: int) -> Callable[..., tuple]:
     """Last line of defence: a callback never raises (Dash would answer 500)."""
 
@@ -392,6 +430,18 @@ def register_callbacks(app: dash.Dash, model: DemoModel) -> Callbacks:
         # several inputs at once (merged triggers): draw everything
         triggered = fired[0].split(".")[0] if len(fired) == 1 else None
         return cb.draw(v0_data, params, run_data, ready, n_intervals, triggered, drawn)
+
+    @app.callback(
+        Output("doctor-verdict", "children"),
+        Output("doctor-flags", "children"),
+        Output("doctor-recommendation", "children"),
+        Input("v0-store", "data"),
+        Input("params-store", "data"),
+        Input("ready-store", "data"),
+    )
+    @functools.partial(_safe, n_out=3)
+    def _on_doctor(v0_data, params, ready):
+        return cb.on_doctor(v0_data, params, ready)
 
     @app.callback(
         Output("optimize-store", "data"),

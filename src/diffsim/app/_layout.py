@@ -188,6 +188,18 @@ def build_layout() -> html.Div:
         ],
         style={**_CSS["card"], "background": "white"},
     )
+    doctor = html.Div(
+        [
+            html.H3(
+                "Gradient doctor: can the exact gradient be trusted here?",
+                style={"margin": "14px 0 4px"},
+            ),
+            html.Div("…", id="doctor-verdict"),
+            html.Div(id="doctor-flags"),
+            html.Div(id="doctor-recommendation", style={"color": "#444"}),
+        ],
+        id="doctor",
+    )
     words = html.Div(
         [
             html.H3("What you are seeing", style={"margin": "14px 0 4px"}),
@@ -277,12 +289,15 @@ def build_layout() -> html.Div:
                 ],
                 style=_CSS["two"],
             ),
+            doctor,
             words,
             dcc.Store(id="v0-store", data={"v0": V0_DEFAULT}),
             dcc.Store(id="params-store", data={"sigma": SIGMA_DEFAULT, "tau": TAU_DEFAULT}),
             dcc.Store(id="optimize-store", data=None),
             dcc.Store(id="drawn-store", data=None),
-            dcc.Store(id="ready-store", data={"gradients": False, "optimize": False}),
+            dcc.Store(
+                id="ready-store", data={"gradients": False, "doctor": False, "optimize": False}
+            ),
             dcc.Interval(id="ready-poll", interval=400, disabled=False),
             dcc.Interval(id="optimize-interval", interval=40, disabled=True, n_intervals=0),
         ],

@@ -21,6 +21,7 @@ import numpy as np
 import optax
 from jaxtyping import Array
 
+from ..diagnose import Diagnosis, diagnose
 from ..estimators import AlphaOrder, Exact, FirstOrder, ZerothOrder
 from ..optimize import optimize
 from ..systems import projectile_wall as pw
@@ -65,6 +66,9 @@ OPTIMIZE_CHOICES: tuple[str, ...] = ("alpha", "zeroth", "first", "exact", "smoot
 
 _KEY_GRADIENTS = 0
 _KEY_OPTIMIZE = 1
+_KEY_DOCTOR = 2
+DOCTOR_SAMPLES = 256
+"""Samples per family for the gradient doctor on the page (as in the CLI)."""
 
 
 class Point(NamedTuple):
@@ -248,7 +252,8 @@ class DemoModel:
         self._sampled: tuple[Array, Array] | None = None
         # set = compiled (or nothing to wait for); cleared while a background warm-up runs
         self._compiled: dict[str, threading.Event] = {
-            stage: threading.Event() for stage in ("point", "curves", "gradients", "optimize")
+            stage: threading.Event()
+            for stage in ("point", "curves", "gradients", "doctor", "optimize")
         }
         for event in self._compiled.values():
             event.set()
@@ -306,6 +311,18 @@ class DemoModel:
             float(dF),
             float(F_v),
             float(L_tau),
+        )
+
+    def doctor(self, v0: float, sigma: float) -> Diagnosis:
+        """The gradient doctor's verdict at v₀ for smoothing scale σ (:func:`diagnose` on
+        the hard loss; fixed key, so the verdict does not flicker as v₀ moves)."""
+        dt = jnp.result_type(float)
+        return diagnose(
+            pw.loss,
+            jnp.asarray(v0, dt),
+            jax.random.PRNGKey(_KEY_DOCTOR),
+            sigma=float(sigma),
+            num_samples=DOCTOR_SAMPLES,
         )
 
     def optimize(self, v0: float, estimator: str, sigma: float, tau: float) -> OptimizeRun:
@@ -366,6 +383,7 @@ class DemoModel:
             ("point", lambda: self.point(V0_DEFAULT)),
             ("curves", lambda: self.curves(SIGMA_DEFAULT, TAU_DEFAULT)),
             ("gradients", lambda: self.gradients(V0_DEFAULT, SIGMA_DEFAULT, TAU_DEFAULT)),
+            ("doctor", lambda: self.doctor(V0_DEFAULT, SIGMA_DEFAULT)),
             # the default estimator only: the others compile on their first run
             ("optimize", lambda: self.optimize(V0_DEFAULT, "alpha", SIGMA_DEFAULT, TAU_DEFAULT)),
         ]
@@ -379,5 +397,6 @@ class DemoModel:
 
     def wait_until_compiled(self, stage: str, timeout: float = 300.0) -> bool:
         """Block until the warm-up compiled ``stage`` (``"point"``, ``"curves"``,
-        ``"gradients"`` or ``"optimize"``); True if it did within ``timeout`` seconds."""
+        ``"gradients"``, ``"doctor"`` or ``"optimize"``); True if it did within ``timeout``
+        seconds."""
         return self._compiled[stage].wait(timeout)

@@ -160,7 +160,9 @@ def format_estimators(est: dict) -> str:
     return (
         f"{est['num_samples']} samples: batched forward {_fmt_t(est['batched_forward_s'])}, "
         f"ZoBG {_fmt_t(est['zobg_s'])} ({est['zobg_multiple']:.2f}x), "
-        f"AoBG {_fmt_t(est['aobg_s'])} ({est['aobg_multiple']:.2f}x)"
+        f"AoBG with {est['num_samples']} of each {_fmt_t(est['aobg_s'])} "
+        f"({est['aobg_multiple']:.2f}x), AoBG with {est['num_samples'] // 2} of each "
+        f"{_fmt_t(est['aobg_half_s'])} ({est['aobg_half_multiple']:.2f}x)"
     )
 
 

@@ -252,10 +252,13 @@ def estimator_cost(num_samples: int = 1024, rounds: int = 5) -> dict:
     batched = jax.jit(jax.vmap(pw.loss))
     zo = ZerothOrder(sigma=0.5, num_samples=num_samples)
     ao = AlphaOrder(sigma=0.5, num_samples=num_samples)
+    # the same budget of simulations split between its two halves: N/2 FoBG + N/2 ZoBG
+    ao_half = AlphaOrder(sigma=0.5, num_samples=num_samples // 2)
     fns = {
         "batched_forward": lambda: jax.block_until_ready(batched(samples)),
         "zobg": lambda: jax.block_until_ready(zo(pw.loss, v0, key)),
         "aobg": lambda: jax.block_until_ready(ao(pw.loss, v0, key)),
+        "aobg_half": lambda: jax.block_until_ready(ao_half(pw.loss, v0, key)),
     }
     first = {k: _timed(f)[0] for k, f in fns.items()}
     times: dict[str, list[float]] = {k: [] for k in fns}
@@ -265,7 +268,7 @@ def estimator_cost(num_samples: int = 1024, rounds: int = 5) -> dict:
     out: dict[str, Any] = {"num_samples": num_samples, "first_call_s": first}
     for k in fns:
         out[f"{k}_s"] = statistics.median(times[k])
-    for k in ("zobg", "aobg"):
+    for k in ("zobg", "aobg", "aobg_half"):
         out[f"{k}_multiple"] = statistics.median(
             [t / b for t, b in zip(times[k], times["batched_forward"])]
         )

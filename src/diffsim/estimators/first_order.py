@@ -13,11 +13,18 @@ from .._checks import check_finite_tree
 from ._common import positive_field, samples_field
 from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result, mean_and_stats
 
+FORWARD_MODE_MAX_DIM = 2
+"""Up to this many parameters the per-sample gradients are taken in forward mode
+(``jax.jacfwd``): d tangent passes cost less than one reverse pass, which has to store and
+replay a rollout's residuals (on ``projectile_wall``: 2.9× instead of 4.5× a forward)."""
+
 
 def first_order_samples(f: Any, x: Array, sigma: Array, key: Array, num_samples: int) -> Array:
-    """Per-sample FoBG gradients ``∇f(x + σ z_i)`` (rows), vmapped."""
+    """Per-sample FoBG gradients ``∇f(x + σ z_i)`` (rows), vmapped; forward mode for
+    ``dim θ <= FORWARD_MODE_MAX_DIM``, reverse mode otherwise (same values)."""
     z = jax.random.normal(key, (num_samples, x.shape[0]), x.dtype)
-    return jax.vmap(jax.grad(f))(x + jnp.asarray(sigma, x.dtype) * z)
+    grad = jax.jacfwd(f) if x.shape[0] <= FORWARD_MODE_MAX_DIM else jax.grad(f)
+    return jax.vmap(grad)(x + jnp.asarray(sigma, x.dtype) * z)
 
 
 @eqx.filter_jit

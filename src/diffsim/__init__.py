@@ -7,8 +7,8 @@ chained forwards or backwards — and the tools to tell when they can be trusted
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import estimators as estimators
 from . import contact as contact
+from . import estimators as estimators
 from . import integrators as integrators
 from . import systems as systems
 from ._jacobians import adjoint_vjp as adjoint_vjp
@@ -31,18 +31,18 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0+unknown"
 
 __all__ = [
-    "contact",
-    "OptimizeResult",
-    "__version__",
     "Diagnosis",
     "GradCheck",
+    "OptimizeResult",
+    "__version__",
     "adjoint_vjp",
     "check_grad",
+    "checkpoint_segments",
+    "contact",
     "diagnose",
     "diagnose_rollout",
-    "checkpoint_segments",
-    "forward_sensitivity",
     "estimators",
+    "forward_sensitivity",
     "integrators",
     "optimize",
     "rollout",

@@ -58,9 +58,7 @@ def _slice(xs: Any, start: int, stop: int) -> Any:
     return jax.tree_util.tree_map(lambda a: a[start:stop], xs)
 
 
-def _scan(
-    body, carry, xs, length: int, segments: tuple[int, ...], keep: bool, unroll: int = 1
-):
+def _scan(body, carry, xs, length: int, segments: tuple[int, ...], keep: bool, unroll: int = 1):
     """``lax.scan(body, carry, xs, length)`` with nested ``jax.checkpoint`` segments.
 
     The outermost level runs ``length // k`` segments of ``k = prod(segments)`` steps, each

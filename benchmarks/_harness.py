@@ -22,6 +22,10 @@ from .task import Case, bytes_per_ball_step, flops_per_ball_step
 XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
 """Intra-op threading slows this workload on a 2-core machine; every JAX-based row runs
 with it off (set before JAX starts its backend)."""
+WARM_CALLS = 1
+"""Untimed calls of the same framework right before each timed one: the timed call then
+measures that framework in steady state, not the cold caches and waking threads that the
+previous framework (PyTorch especially) left behind."""
 
 DIFFSIM_OPTIONS: dict = {}
 """``diffsim.rollout`` options the diffsim row uses: the defaults. ``unroll=4`` halves the
@@ -168,17 +172,23 @@ def run_case(
             rows[name]["gradient_agreement"] = gradient_agreement(g, grads["diffsim"])
     # alternated timing: round r runs A B C ... for forward, then for gradient
     times: dict[str, dict[str, list[float]]] = {k: {"forward": [], "gradient": []} for k in impls}
-    # the order rotates each round, so no framework always runs right after the same one
-    # (PyTorch/Taichi worker threads that still spin after a call slow whoever is next)
+    # Whoever runs right after PyTorch pays for it on these 2 cores (measured: a 0.1 ms JAX
+    # call took 0.7-1.0 ms right after a PyTorch call, whichever JAX program it was). So each
+    # timed call follows an untimed call of the same framework, and the order is a fresh
+    # seeded permutation each round (a rotation would keep the same neighbours).
     names = list(impls)
-    for r in range(rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]
+    rng = np.random.default_rng(0)
+    for _ in range(rounds):
+        order = [names[i] for i in rng.permutation(len(names))]
         for mode in ("forward", "gradient"):
             for name in order:
                 impl = impls[name]
                 if mode == "gradient" and not getattr(impl, "has_gradient", True):
                     continue
-                dt, _ = _timed(impl.forward if mode == "forward" else impl.gradient)
+                fn = impl.forward if mode == "forward" else impl.gradient
+                for _ in range(WARM_CALLS):
+                    fn()
+                dt, _ = _timed(fn)
                 times[name][mode].append(dt)
     for name in impls:
         for mode in ("forward", "gradient"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from . import _harness as H
@@ -51,6 +52,12 @@ def run(argv: list[str] | None = None, log=None) -> dict:
         return {}
     if log is None:
         log = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else print
+    json_fd = None
+    if args.json:
+        # the peers print banners on stdout (some from C): keep stdout for the JSON alone
+        sys.stdout.flush()
+        json_fd = os.dup(1)
+        os.dup2(2, 1)
     quick = args.quick
     sizes = (
         tuple(int(s) for s in args.sizes.split(","))
@@ -102,8 +109,11 @@ def run(argv: list[str] | None = None, log=None) -> dict:
 
         throughput_figure(results, args.figure)
         log(f"\nfigure written to {args.figure}")
-    if args.json:
-        print(json.dumps(results, indent=1, default=float))
+    if json_fd is not None:
+        sys.stdout.flush()
+        os.dup2(json_fd, 1)
+        os.close(json_fd)
+        print(json.dumps(results, indent=1, default=float), flush=True)
     return results
 
 
@@ -135,7 +145,7 @@ def format_case(res: dict) -> str:
             f"{r.get('forward_ball_steps_per_s', 0):>9.2e} {_fmt_t(r.get('gradient_s')):>9} "
             f"{r.get('gradient_ball_steps_per_s', 0):>9.2e} "
             f"{_fmt_t(r.get('first_gradient_s', r.get('first_forward_s'))):>9} "
-            f"{'—' if peak is None else f'{peak:.0f}':>9} "
+            f"{'—' if peak is None else f'{max(peak, 0.0):.0f}':>9} "
             f"{r.get('forward_ratio_to_diffsim', float('nan')):>7.2f} "
             f"{r.get('gradient_ratio_to_diffsim', float('nan')):>7.2f}  {agree}"
         )

@@ -17,5 +17,13 @@ def test_readme_python_blocks_run():
 
 def test_readme_opens_with_the_two_commands():
     lines = README.read_text().splitlines()
-    assert lines[2].startswith("bash scripts/demo")
-    assert lines[3].startswith("bash scripts/test")
+    assert lines[0] == "# diffsim"
+    assert lines[2] == "```bash"
+    assert lines[3].startswith("bash scripts/demo")
+    assert lines[4].startswith("bash scripts/test")
+    assert lines[5] == "```"
+    # and they are what CI runs
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert "bash scripts/test" in ci
+    demo = (README.parent / "scripts" / "demo").read_text()
+    assert "diffsim demo" in demo

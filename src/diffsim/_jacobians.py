@@ -22,8 +22,9 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from ._checks import check_finite_tree, check_int
+from ._checks import check_finite_tree
 from ._rollout import call_step, check_step_output
+from ._rollout import prepare as _prepare
 from ._types import Inputs, Matrix, Params, State, StepJacobian
 
 Method = Literal["autodiff", "product", "forward", "adjoint"]
@@ -176,27 +177,6 @@ def _adjoint_jit(step, jac, s0, theta, inputs, num_steps, cotangents):
     init = (cotangents, jnp.zeros((cotangents.shape[0], n_p), cotangents.dtype))
     (lam0, g), _ = jax.lax.scan(bwd, init, (states, inputs), length=num_steps, reverse=True)
     return lam0, g
-
-
-def _prepare(step, s0, theta, num_steps, inputs):
-    num_steps = check_int("num_steps", num_steps, minimum=1)
-    check_finite_tree("s0", s0)
-    check_finite_tree("theta", theta)
-    s0 = jax.tree_util.tree_map(jnp.asarray, s0)
-    theta = jax.tree_util.tree_map(jnp.asarray, theta)
-    u0 = None
-    if inputs is not None:
-        inputs = jax.tree_util.tree_map(jnp.asarray, inputs)
-        check_finite_tree("inputs", inputs)
-        for leaf in jax.tree_util.tree_leaves(inputs):
-            if leaf.ndim == 0 or leaf.shape[0] != num_steps:
-                raise ValueError(
-                    f"inputs must have leading axis num_steps={num_steps} on every leaf, "
-                    f"got a leaf of shape {leaf.shape}"
-                )
-        u0 = jax.tree_util.tree_map(lambda a: a[0], inputs)
-    s0 = check_step_output(step, s0, theta, u0)
-    return s0, theta, num_steps, inputs, u0
 
 
 def rollout_jacobian(

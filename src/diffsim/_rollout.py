@@ -166,11 +166,31 @@ def rollout(
         >>> round(float(xT), 6), round(float(vT), 6)
         (1.0, 1.0)
     """
+    s0, theta, num_steps, inputs, _ = prepare(step, s0, theta, num_steps, inputs)
+    segments = checkpoint_segments(num_steps, checkpoint)
+    unroll = check_int("unroll", unroll, minimum=1)
+    return _rollout_jit(
+        step,
+        s0,
+        theta,
+        inputs,
+        num_steps,
+        segments,
+        bool(trajectory),
+        bool(include_initial),
+        unroll,
+    )
+
+
+def prepare(step, s0, theta, num_steps, inputs):
+    """Validate and normalise the arguments every rollout-based entry point takes.
+
+    Returns ``(s0, theta, num_steps, inputs, u0)`` with arrays for leaves, ``s0`` cast to the
+    step's output dtypes and ``u0`` the first step's input (``None`` without inputs).
+    """
     num_steps = check_int("num_steps", num_steps, minimum=1)
     check_finite_tree("s0", s0)
     check_finite_tree("theta", theta)
-    segments = checkpoint_segments(num_steps, checkpoint)
-    unroll = check_int("unroll", unroll, minimum=1)
     s0 = jax.tree_util.tree_map(jnp.asarray, s0)
     theta = jax.tree_util.tree_map(jnp.asarray, theta)
     u0 = None
@@ -185,17 +205,7 @@ def rollout(
                 )
         u0 = jax.tree_util.tree_map(lambda a: a[0], inputs)
     s0 = check_step_output(step, s0, theta, u0)
-    return _rollout_jit(
-        step,
-        s0,
-        theta,
-        inputs,
-        num_steps,
-        segments,
-        bool(trajectory),
-        bool(include_initial),
-        unroll,
-    )
+    return s0, theta, num_steps, inputs, u0
 
 
 _STEP_OUTPUT_CACHE: dict = {}

@@ -343,7 +343,8 @@ def diagnose(
         key: PRNG key (the report is deterministic given it).
         sigma: smoothing scale σ of the perturbations, in θ's units (> 0); default
             ``0.05·max(1, ‖θ‖∞)``. Flags describe the loss at this scale: a cliff 10σ
-            away is not "near".
+            away is not "near". σ is the same for every component, so give θ comparable
+            units (e.g. log-stiffness beside positions) or pass σ yourself.
         num_samples: N samples per family (FoBG and ZoBG, independent), >= 16.
         rel_steps: finite-difference steps as multiples of σ (decreasing, > 0).
         num_directions: directions for finite differences (coordinate axes when

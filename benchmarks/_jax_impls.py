@@ -28,23 +28,11 @@ def final_loss(state):
     return jnp.sum((x - X_TARGET) ** 2 + (y - Y_TARGET) ** 2)
 
 
-class DiffsimImpl:
-    """diffsim: ``diffsim.rollout(ball_step, s0, theta, T, trajectory=False)``."""
+class _JaxLoss:
+    """A JAX loss ``loss(vy0, x0, y0, vx0)``, jitted for the forward and for value-and-grad."""
 
-    name = "diffsim"
-
-    def __init__(self, n: int, steps: int, **rollout_options):
-        from diffsim import rollout
-
+    def __init__(self, n: int, loss) -> None:
         x0, y0, vx0, vy0 = (jnp.asarray(a) for a in initial_state(n))
-        theta = {"g": jnp.float32(G), "e": jnp.float32(E)}
-
-        def loss(vy0, x0, y0, vx0):
-            sT = rollout(
-                ball_step, (x0, y0, vx0, vy0), theta, steps, trajectory=False, **rollout_options
-            )
-            return final_loss(sT)
-
         self._args = (vy0, x0, y0, vx0)
         self._loss = jax.jit(loss)
         self._grad = jax.jit(jax.value_and_grad(loss))
@@ -57,14 +45,31 @@ class DiffsimImpl:
         return float(value), np.asarray(g)
 
 
-class PlainJaxImpl:
+class DiffsimImpl(_JaxLoss):
+    """diffsim: ``diffsim.rollout(ball_step, s0, theta, T, trajectory=False)``."""
+
+    name = "diffsim"
+
+    def __init__(self, n: int, steps: int, **rollout_options):
+        from diffsim import rollout
+
+        theta = {"g": jnp.float32(G), "e": jnp.float32(E)}
+
+        def loss(vy0, x0, y0, vx0):
+            sT = rollout(
+                ball_step, (x0, y0, vx0, vy0), theta, steps, trajectory=False, **rollout_options
+            )
+            return final_loss(sT)
+
+        super().__init__(n, loss)
+
+
+class PlainJaxImpl(_JaxLoss):
     """JAX the obvious way: ``jax.grad`` of a hand-written ``lax.scan``, constants inlined."""
 
     name = "jax"
 
     def __init__(self, n: int, steps: int):
-        x0, y0, vx0, vy0 = (jnp.asarray(a) for a in initial_state(n))
-
         def body(carry, _):
             x, y, vx, vy = carry
             vy = vy - GH
@@ -77,16 +82,7 @@ class PlainJaxImpl:
             (x, y, _, _), _ = jax.lax.scan(body, (x0, y0, vx0, vy0), None, length=steps)
             return jnp.sum((x - X_TARGET) ** 2 + (y - Y_TARGET) ** 2)
 
-        self._args = (vy0, x0, y0, vx0)
-        self._loss = jax.jit(loss)
-        self._grad = jax.jit(jax.value_and_grad(loss))
-
-    def forward(self) -> float:
-        return float(self._loss(*self._args))
-
-    def gradient(self) -> tuple[float, np.ndarray]:
-        value, g = self._grad(*self._args)
-        return float(value), np.asarray(g)
+        super().__init__(n, loss)
 
 
 class NumpyImpl:

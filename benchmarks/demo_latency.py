@@ -31,16 +31,8 @@ import urllib.request
 
 from playwright.sync_api import sync_playwright
 
-CHROMIUM = os.environ.get("DIFFSIM_CHROMIUM", "/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-]
+from diffsim.app._browser import CHROMIUM
+from diffsim.app._browser import CHROMIUM_ARGS as ARGS
 
 _PROBE = """
 () => {
@@ -91,7 +83,7 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}/"
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(ARGS))
         page = browser.new_page(viewport={"width": 1280, "height": 1400})
         t_start = time.perf_counter()
         proc = subprocess.Popen(

@@ -20,18 +20,9 @@ import pytest
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
+from diffsim.app._browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from diffsim.systems import projectile_wall as pw  # noqa: E402
 
-CHROMIUM = os.environ.get("DIFFSIM_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-]
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -94,7 +85,7 @@ def server():
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(CHROMIUM_ARGS))
         yield b
         b.close()
 

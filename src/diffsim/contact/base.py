@@ -111,6 +111,35 @@ class Plane(eqx.Module):
         return jnp.sum(self.normal * v)
 
 
+def smoothed_contact(plane: Plane, x1, v1, h, tau):
+    r"""The smoothed switch shared by the event contacts, at the end-of-step state.
+
+    Returns ``(x, w)``: the position pushed out of the plane by a softplus
+    :math:`τ\,\mathrm{softplus}(-g/τ)` (gated by approach speed) and the contact weight
+    :math:`w = σ(-g/τ)\,σ(-v_n h/τ)` in (0, 1), which tends to the hard switch as τ → 0.
+    """
+    g1 = plane.gap(x1)
+    wv = jax.nn.sigmoid(-plane.normal_velocity(v1) * h / tau)
+    w = jax.nn.sigmoid(-g1 / tau) * wv
+    return x1 + tau * jax.nn.softplus(-g1 / tau) * wv * plane.normal, w
+
+
+def naive_contact(plane: Plane, x1, v1):
+    """``(hit, x_projected)``: penetrating and approaching at the end of the step, and the
+    end position projected back onto the plane (the naive impulse's correction)."""
+    g1 = plane.gap(x1)
+    hit = (g1 < 0) & (plane.normal_velocity(v1) < 0)
+    return hit, x1 - jnp.minimum(g1, 0.0) * plane.normal
+
+
+def crossing(plane: Plane, x0, x1):
+    """``(crossed, s, x_c)``: the step crossed the plane, at fraction ``s`` of the step
+    (linear interpolation of the gap, finite at the switch points), at position ``x_c``."""
+    g0, g1 = plane.gap(x0), plane.gap(x1)
+    s = impact_fraction(g0, g1)
+    return (g0 >= 0) & (g1 < 0), s, x0 + s * (x1 - x0)
+
+
 class Contact(eqx.Module):
     """Abstract base of every contact model."""
 

@@ -5,11 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
 from .._checks import check_positive
-from .base import EventContact, Plane, check_param, impact_fraction, param, with_h
+from .base import (
+    EventContact,
+    Plane,
+    check_param,
+    crossing,
+    naive_contact,
+    param,
+    smoothed_contact,
+    with_h,
+)
 
 
 def _check_mode(toi: bool, smoothing: float | None) -> None:
@@ -75,27 +83,15 @@ class Restitution(EventContact):
         x1, v1 = state1
         e = param(self.e, theta)
         n = self.plane.normal
-        g0 = self.plane.gap(x0)
-        g1 = self.plane.gap(x1)
-        vn1 = self.plane.normal_velocity(v1)
         if self.smoothing is not None:
-            tau = self.smoothing
-            h = integrator.h
-            wv = jax.nn.sigmoid(-vn1 * h / tau)
-            w = jax.nn.sigmoid(-g1 / tau) * wv
-            v = v1 - (1 + e) * w * vn1 * n
-            x = x1 + tau * jax.nn.softplus(-g1 / tau) * wv * n
-            return x, v
-        hit_naive = (g1 < 0) & (vn1 < 0)
-        x_naive = x1 - jnp.minimum(g1, 0.0) * n
-        v_naive = self._reflect(v1, e)
-        x_out = jnp.where(hit_naive, x_naive, x1)
-        v_out = jnp.where(hit_naive, v_naive, v1)
+            x, w = smoothed_contact(self.plane, x1, v1, integrator.h, self.smoothing)
+            return x, v1 - (1 + e) * w * self.plane.normal_velocity(v1) * n
+        hit, x_proj = naive_contact(self.plane, x1, v1)
+        x_out = jnp.where(hit, x_proj, x1)
+        v_out = jnp.where(hit, self._reflect(v1, e), v1)
         if not self.toi:
             return x_out, v_out
-        crossed = (g0 >= 0) & (g1 < 0)
-        s = impact_fraction(g0, g1)
-        x_c = x0 + s * (x1 - x0)
+        crossed, s, x_c = crossing(self.plane, x0, x1)
         v_c = self._reflect(v0 + s * (v1 - v0), e)
         rest = with_h(integrator, (1 - s) * integrator.h)
         x_r, v_r = rest((x_c, v_c), theta, u)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 
-from .base import EventContact, Plane, impact_fraction
+from .base import EventContact, Plane, crossing, naive_contact, smoothed_contact
 from .restitution import _check_mode
 
 
@@ -37,21 +36,13 @@ class StopDead(EventContact):
     def resolve(self, integrator, state0, state1, theta, u):
         x0, _v0 = state0
         x1, v1 = state1
-        n = self.plane.normal
-        g0 = self.plane.gap(x0)
-        g1 = self.plane.gap(x1)
-        vn1 = self.plane.normal_velocity(v1)
         if self.smoothing is not None:
-            tau = self.smoothing
-            wv = jax.nn.sigmoid(-vn1 * integrator.h / tau)
-            w = jax.nn.sigmoid(-g1 / tau) * wv
-            return x1 + tau * jax.nn.softplus(-g1 / tau) * wv * n, (1 - w) * v1
-        hit_naive = (g1 < 0) & (vn1 < 0)
-        x_out = jnp.where(hit_naive, x1 - jnp.minimum(g1, 0.0) * n, x1)
-        v_out = jnp.where(hit_naive, jnp.zeros_like(v1), v1)
+            x, w = smoothed_contact(self.plane, x1, v1, integrator.h, self.smoothing)
+            return x, (1 - w) * v1
+        hit, x_proj = naive_contact(self.plane, x1, v1)
+        x_out = jnp.where(hit, x_proj, x1)
+        v_out = jnp.where(hit, jnp.zeros_like(v1), v1)
         if not self.toi:
             return x_out, v_out
-        crossed = (g0 >= 0) & (g1 < 0)
-        s = impact_fraction(g0, g1)
-        x_c = x0 + s * (x1 - x0)
+        crossed, _, x_c = crossing(self.plane, x0, x1)
         return jnp.where(crossed, x_c, x_out), jnp.where(crossed, jnp.zeros_like(v1), v_out)

@@ -26,9 +26,11 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from .._checks import check_in_range, check_positive
-from ..integrators.base import Integrator, _unpack
+from .._checks import check_in_range, check_int, check_positive
+from .._coords import Coords, along, dot
+from ..integrators.base import CoordinateAcceleration, Integrator, _unpack
 
 
 def param(value: Any, theta: Any) -> Any:
@@ -72,46 +74,94 @@ def impact_fraction(gap0, gap1):
     return jnp.clip(safe_div(gap0, gap0 - gap1), 0.0, 1.0)
 
 
+def _static_normal(normal: Any) -> tuple[float, ...]:
+    try:
+        arr = np.asarray(normal, dtype=float)
+    except (TypeError, jax.errors.TracerArrayConversionError):
+        raise TypeError(
+            f"normal must be concrete numbers (the plane's orientation is configuration, "
+            f"not a parameter), got {normal!r}"
+        ) from None
+    if not np.all(np.isfinite(arr)) or not np.any(arr):
+        raise ValueError(f"normal must be finite and non-zero, got {arr.tolist()!r}")
+    return tuple(float(a) for a in arr.ravel())
+
+
+def _coords(x: Any) -> Coords:
+    return x if isinstance(x, Coords) else Coords.split(x)
+
+
 class Plane(eqx.Module):
     r"""The half-space boundary :math:`\{x : n·x = c\}`; the free side is :math:`n·x > c`.
 
     Attributes:
-        normal: unit normal n (shape of a position, or a scalar for 1-D states).
-        offset: c in metres.
+        normal: unit normal n (shape of a position, or a scalar for 1-D states). It is
+            configuration, kept as static Python floats: the gap is then a sum over the
+            non-zero coordinates only (``y - c`` for the ground), as a hand-written step
+            would compute it.
+        offset: c in metres (an array: differentiable, e.g. a wall's position).
 
     ``Plane.ground(dim)`` is y = 0 with normal +y (the last axis), ``Plane.wall(x, dim)`` is
     a vertical wall at x approached from the left (normal −x).
     """
 
-    normal: Any = eqx.field(converter=jnp.asarray, default=1.0)
+    normal: tuple[float, ...] = eqx.field(static=True, converter=_static_normal, default=1.0)
     offset: Any = eqx.field(converter=jnp.asarray, default=0.0)
-
-    def __check_init__(self):
-        if not jnp.issubdtype(jnp.result_type(self.normal), jnp.number):
-            raise TypeError(f"normal must be numeric, got {self.normal!r}")
 
     @classmethod
     def ground(cls, dim: int = 1, height: float = 0.0) -> Plane:
         """The ground y = height (last coordinate); ``dim = 1`` for scalar states."""
-        n = 1.0 if dim == 1 else jnp.zeros(dim).at[-1].set(1.0)
-        return cls(n, height)
+        check_int("dim", dim, minimum=1)
+        return cls(tuple(1.0 if i == dim - 1 else 0.0 for i in range(dim)), height)
 
     @classmethod
     def wall(cls, x: float, dim: int = 2) -> Plane:
         """A vertical wall at the first coordinate = x, hit from the left (normal −x)."""
-        n = jnp.zeros(dim).at[0].set(-1.0)
-        return cls(n, -x)
+        check_int("dim", dim, minimum=1)
+        return cls(tuple(-1.0 if i == 0 else 0.0 for i in range(dim)), -jnp.asarray(x))
+
+    def _weights(self, c: Coords) -> tuple[float, ...]:
+        if len(self.normal) == 1 and (len(c) > 1 or c.flat):
+            n = c.parts[0].size if c.flat else len(c)
+            return self.normal * n
+        if (c.parts[0].size if c.flat else len(c)) != len(self.normal):
+            raise ValueError(
+                f"plane normal has {len(self.normal)} entries but the position has "
+                f"{c.parts[0].size if c.flat else len(c)}"
+            )
+        return self.normal
 
     def gap(self, x):
         """Signed distance :math:`n·x - c` (m); negative means penetration."""
-        return jnp.sum(self.normal * x) - self.offset
+        c = _coords(x)
+        return dot(self._weights(c), c) - self.offset
 
     def normal_velocity(self, v):
         """:math:`n·v` (m/s); negative means approaching the plane."""
-        return jnp.sum(self.normal * v)
+        c = _coords(v)
+        return dot(self._weights(c), c)
+
+    def set_normal(self, x: Coords, value) -> Coords:
+        r"""``x`` moved along n so that :math:`n·x` equals ``value`` (per body).
+
+        For an axis-aligned plane this sets one coordinate (exactly, no rounding), as a
+        hand-written step would.
+        """
+        w = self._weights(x)
+        nonzero = [i for i, wi in enumerate(w) if wi != 0.0]
+        if not x.flat and len(nonzero) == 1 and abs(w[nonzero[0]]) == 1.0:
+            i = nonzero[0]
+            parts = list(x.parts)
+            parts[i] = jnp.broadcast_to(value if w[i] == 1.0 else -value, jnp.shape(parts[i]))
+            return x.like(parts)
+        return along(w, (value - dot(w, x)) / sum(wi * wi for wi in w), x)
+
+    def push(self, x: Coords, s) -> Coords:
+        r""":math:`x + s\,n` for a scalar (per body) ``s``, coordinate-wise."""
+        return along(self._weights(x), s, x)
 
 
-def smoothed_contact(plane: Plane, x1, v1, h, tau):
+def smoothed_contact(plane: Plane, x1: Coords, v1: Coords, h, tau):
     r"""The smoothed switch shared by the event contacts, at the end-of-step state.
 
     Returns ``(x, w)``: the position pushed out of the plane by a softplus
@@ -121,18 +171,20 @@ def smoothed_contact(plane: Plane, x1, v1, h, tau):
     g1 = plane.gap(x1)
     wv = jax.nn.sigmoid(-plane.normal_velocity(v1) * h / tau)
     w = jax.nn.sigmoid(-g1 / tau) * wv
-    return x1 + tau * jax.nn.softplus(-g1 / tau) * wv * plane.normal, w
+    return plane.push(x1, tau * jax.nn.softplus(-g1 / tau) * wv), w
 
 
-def naive_contact(plane: Plane, x1, v1):
-    """``(hit, x_projected)``: penetrating and approaching at the end of the step, and the
-    end position projected back onto the plane (the naive impulse's correction)."""
+def naive_contact(plane: Plane, x1: Coords, v1: Coords, mirror: bool = False):
+    """``(hit, x_corrected)``: penetrating and approaching at the end of the step, and the
+    end position moved out of the plane (the naive impulse's correction): projected onto
+    it, or with ``mirror`` reflected (the penetration depth becomes a height above it)."""
     g1 = plane.gap(x1)
     hit = (g1 < 0) & (plane.normal_velocity(v1) < 0)
-    return hit, x1 - jnp.minimum(g1, 0.0) * plane.normal
+    target = plane.offset - g1 if mirror else plane.offset
+    return hit, plane.set_normal(x1, target)
 
 
-def crossing(plane: Plane, x0, x1):
+def crossing(plane: Plane, x0: Coords, x1: Coords):
     """``(crossed, s, x_c)``: the step crossed the plane, at fraction ``s`` of the step
     (linear interpolation of the gap, finite at the switch points), at position ``x_c``."""
     g0, g1 = plane.gap(x0), plane.gap(x1)
@@ -147,22 +199,34 @@ class Contact(eqx.Module):
 
 
 class EventContact(Contact):
-    """A contact that corrects a free step that crossed the plane."""
+    """A contact that corrects a free step that crossed the plane.
+
+    ``resolve`` works on the coordinate view (:class:`~diffsim.contact.Coords`: one array
+    per coordinate, with ``+``, ``-``, scaling and :func:`~diffsim.contact.where`), so that a
+    batched step compiles to one loop, like a hand-written struct-of-arrays step.
+    """
 
     @abc.abstractmethod
-    def resolve(self, integrator: Integrator, state0, state1, theta, u) -> tuple[Any, Any]:
-        """Given the free step ``state0 -> state1``, return the corrected ``(x', v')``."""
+    def resolve(
+        self, integrator: Integrator, state0: tuple[Coords, Coords], state1, theta, u
+    ) -> tuple[Coords, Coords]:
+        """Given the free step ``state0 -> state1`` (coordinates), return the corrected
+        ``(x', v')`` (coordinates)."""
 
 
 class ForceContact(Contact):
     """A contact that adds an acceleration ``a_c(x, v, θ)`` to the integrator's."""
 
     @abc.abstractmethod
+    def accel_coords(self, x: Coords, v: Coords, theta) -> Coords:
+        """Contact acceleration (m/s²) on the coordinate view."""
+
     def accel(self, x, v, theta):
-        """Contact acceleration (m/s²), shaped like ``x``."""
+        """Contact acceleration (m/s²), shaped like ``x`` (arrays in, arrays out)."""
+        return self.accel_coords(_coords(x), _coords(v), theta).stack()
 
 
-class _AccelWithContacts:
+class _AccelWithContacts(CoordinateAcceleration):
     """``a(x, v, θ[, u]) + Σ a_c(x, v, θ)`` — built inside the step, never hashed."""
 
     def __init__(self, base, forces):
@@ -170,9 +234,13 @@ class _AccelWithContacts:
         self.forces = forces
 
     def __call__(self, x, v, theta, *u):
-        a = jnp.broadcast_to(jnp.asarray(self.base(x, v, theta, *u)), jnp.shape(x))
+        return self.on_coords(_coords(x), _coords(v), theta, u[0] if u else None).stack()
+
+    def on_coords(self, x: Coords, v: Coords, theta, u) -> Coords:
+        base = self.base(x.stack(), v.stack(), theta, *(() if u is None else (u,)))
+        a = x.like(_coords(jnp.broadcast_to(jnp.asarray(base), jnp.shape(x.stack()))).parts)
         for f in self.forces:
-            a = a + f.accel(x, v, theta)
+            a = a + f.accel_coords(x, v, theta)
         return a
 
 
@@ -226,13 +294,14 @@ class WithContact(eqx.Module):
         return dataclasses.replace(self.integrator, accel=accel, accel_jacobian=None)
 
     def __call__(self, state, theta, u: Any = None):
-        x0, v0 = _unpack(state)
+        x, v = _unpack(state)
+        x0, v0 = Coords.split(x), Coords.split(v)
         integ = self.free_integrator()
-        x1, v1 = integ((x0, v0), theta, u)
+        x1, v1 = integ.step_coords(x0, v0, theta, u)
         for c in self.contacts:
             if isinstance(c, EventContact):
                 x1, v1 = c.resolve(integ, (x0, v0), (x1, v1), theta, u)
-        return x1, v1
+        return x1.stack(), v1.stack()
 
     def jacobian(self, state, theta, u: Any = None):
         """Per-step Jacobians by autodiff of one step (the contact switch is piecewise)."""

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .._checks import check_positive
+from .._coords import Coords
 from .base import ForceContact, Plane, check_param, param
 
 
@@ -49,7 +50,7 @@ class PenaltySpring(ForceContact):
         if self.smoothing is not None:
             check_positive("smoothing", self.smoothing)
 
-    def accel(self, x, v, theta):
+    def accel_coords(self, x: Coords, v: Coords, theta) -> Coords:
         k = param(self.k, theta)
         c = param(self.c, theta)
         m = param(self.mass, theta)
@@ -63,4 +64,4 @@ class PenaltySpring(ForceContact):
             pen = tau * jax.nn.softplus(-g / tau)
             on = jax.nn.sigmoid(-g / tau)
         f = k * pen - c * vn * on
-        return jnp.broadcast_to(f / m * self.plane.normal, jnp.shape(x))
+        return self.plane.push(x._map(jnp.zeros_like), f / m)

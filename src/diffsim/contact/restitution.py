@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import equinox as eqx
 import jax.numpy as jnp
 
 from .._checks import check_positive
+from .._coords import Coords, where
 from .base import (
     EventContact,
     Plane,
@@ -62,37 +63,41 @@ class Restitution(EventContact):
         e: coefficient of restitution in [0, 1] (or a key of θ).
         toi: locate the impact inside the step (static).
         smoothing: temperature τ > 0 in metres, or ``None`` for the hard switch (static).
+        position: the naive rule's position correction (static): ``"project"`` puts the
+            body on the plane; ``"reflect"`` mirrors the penetration depth out of it
+            (:math:`g^+ = -g_1`, the rule of many particle codes and of ``benchmarks/``).
     """
 
     plane: Plane
     e: Any = 1.0
     toi: bool = eqx.field(static=True, default=False)
     smoothing: float | None = eqx.field(static=True, default=None)
+    position: Literal["project", "reflect"] = eqx.field(static=True, default="project")
 
     def __check_init__(self):
         check_param("e", self.e, 0.0, 1.0)
         _check_mode(self.toi, self.smoothing)
+        if self.position not in ("project", "reflect"):
+            raise ValueError(f"position must be 'project' or 'reflect', got {self.position!r}")
 
-    def _reflect(self, v, e):
-        n = self.plane.normal
-        vn = jnp.minimum(self.plane.normal_velocity(v), 0.0)
-        return v - (1 + e) * vn * n
+    def _reflect(self, v: Coords, e) -> Coords:
+        vn = self.plane.normal_velocity(v)
+        return self.plane.set_normal(v, jnp.where(vn < 0, -e * vn, vn))
 
     def resolve(self, integrator, state0, state1, theta, u):
         x0, v0 = state0
         x1, v1 = state1
         e = param(self.e, theta)
-        n = self.plane.normal
         if self.smoothing is not None:
             x, w = smoothed_contact(self.plane, x1, v1, integrator.h, self.smoothing)
-            return x, v1 - (1 + e) * w * self.plane.normal_velocity(v1) * n
-        hit, x_proj = naive_contact(self.plane, x1, v1)
-        x_out = jnp.where(hit, x_proj, x1)
-        v_out = jnp.where(hit, self._reflect(v1, e), v1)
+            return x, self.plane.push(v1, -(1 + e) * w * self.plane.normal_velocity(v1))
+        hit, x_proj = naive_contact(self.plane, x1, v1, self.position == "reflect")
+        x_out = where(hit, x_proj, x1)
+        v_out = where(hit, self.plane.set_normal(v1, -e * self.plane.normal_velocity(v1)), v1)
         if not self.toi:
             return x_out, v_out
         crossed, s, x_c = crossing(self.plane, x0, x1)
         v_c = self._reflect(v0 + s * (v1 - v0), e)
         rest = with_h(integrator, (1 - s) * integrator.h)
-        x_r, v_r = rest((x_c, v_c), theta, u)
-        return jnp.where(crossed, x_r, x_out), jnp.where(crossed, v_r, v_out)
+        x_r, v_r = rest.step_coords(x_c, v_c, theta, u)
+        return where(crossed, x_r, x_out), where(crossed, v_r, v_out)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
+from .._coords import where
 from .base import EventContact, Plane, crossing, naive_contact, smoothed_contact
 from .restitution import _check_mode
 
@@ -40,9 +41,10 @@ class StopDead(EventContact):
             x, w = smoothed_contact(self.plane, x1, v1, integrator.h, self.smoothing)
             return x, (1 - w) * v1
         hit, x_proj = naive_contact(self.plane, x1, v1)
-        x_out = jnp.where(hit, x_proj, x1)
-        v_out = jnp.where(hit, jnp.zeros_like(v1), v1)
-        if not self.toi:
-            return x_out, v_out
-        crossed, _, x_c = crossing(self.plane, x0, x1)
-        return jnp.where(crossed, x_c, x_out), jnp.where(crossed, jnp.zeros_like(v1), v_out)
+        x_out = where(hit, x_proj, x1)
+        stopped = jnp.logical_or(hit, False)
+        if self.toi:
+            crossed, _, x_c = crossing(self.plane, x0, x1)
+            x_out = where(crossed, x_c, x_out)
+            stopped = stopped | crossed
+        return x_out, v1._map(lambda p: jnp.where(stopped, jnp.zeros_like(p), p))

@@ -9,6 +9,7 @@ it forwards or backwards without autodiff through the rollout.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -18,6 +19,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from .._checks import check_positive
+from .._coords import Coords
 from .._types import Matrix, Params
 
 Acceleration = Callable[..., Any]
@@ -53,8 +55,29 @@ class Lin(eqx.Module):
         return Lin(c * self.val, None if self.D is None else c * self.D)
 
 
+class CoordinateAcceleration(abc.ABC):
+    """An acceleration that can also be evaluated on :class:`~diffsim._coords.Coords`.
+
+    ``a(x, v, theta[, u])`` on the user's arrays, and :meth:`on_coords` on the coordinate
+    view, so that accelerations built by the library (e.g. gravity plus penalty-spring
+    contact forces) stay coordinate-wise inside a step.
+    """
+
+    @abc.abstractmethod
+    def __call__(self, x, v, theta, *u): ...
+
+    @abc.abstractmethod
+    def on_coords(self, x: Coords, v: Coords, theta, u) -> Coords: ...
+
+
 class Integrator(eqx.Module):
     """Abstract base: a time step of ``x'' = a(x, v, θ[, u])`` over states ``(x, v)``.
+
+    ``x`` and ``v`` are arrays (or pytrees) of equal structure; the step is
+    ``step((x, v), theta[, u]) -> (x', v')`` and :meth:`jacobian` its analytic per-step
+    Jacobian. Subclasses implement :meth:`step_coords` (the step on the coordinate view,
+    which :meth:`__call__` wraps) and :meth:`jacobian`; explicit one-step schemes derive from
+    :class:`ExplicitIntegrator` and write only their ``scheme``.
 
     Attributes:
         accel: the acceleration ``a(x, v, theta[, u])`` (static: a hashable callable).
@@ -78,7 +101,17 @@ class Integrator(eqx.Module):
     # --- the acceleration and its derivatives -------------------------------------------
     def _a(self, x, v, theta, u):
         a = self.accel(x, v, theta) if u is None else self.accel(x, v, theta, u)
-        return jnp.broadcast_to(jnp.asarray(a, jnp.result_type(x)), jnp.shape(x))
+        return jax.tree_util.tree_map(
+            lambda ai, xi: jnp.broadcast_to(jnp.asarray(ai, jnp.result_type(xi)), jnp.shape(xi)),
+            a,
+            x,
+        )
+
+    def _a_coords(self, x: Coords, v: Coords, theta, u) -> Coords:
+        if isinstance(self.accel, CoordinateAcceleration):
+            return self.accel.on_coords(x, v, theta, u)
+        a = Coords.split(self._a(x.stack(), v.stack(), theta, u))
+        return x.like(a.parts)
 
     def _a_jac(self, x, v, theta, u):
         n = jnp.size(x)
@@ -99,31 +132,55 @@ class Integrator(eqx.Module):
 
         return jax.jacfwd(flat_a, argnums=(0, 1, 2))(jnp.ravel(x), jnp.ravel(v), p_flat)
 
-    def lin_accel(self, x: Lin, v: Lin, theta: Params, u: Any, Dtheta: Any) -> Lin:
-        """``a(x, v, θ)`` as a ``Lin``: ``D_a = A_x D_x + A_v D_v + A_θ D_θ``."""
-        a = self._a(x.val, v.val, theta, u)
-        if x.D is None:
-            return Lin(a)
-        Ax, Av, At = self._a_jac(x.val, v.val, theta, u)
-        return Lin(a, Ax @ x.D + Av @ v.D + At @ Dtheta)
-
-    # --- the scheme ----------------------------------------------------------------------
+    # --- the contract --------------------------------------------------------------------
     @abc.abstractmethod
-    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dtheta: Any) -> tuple[Lin, Lin]:
-        """One step of the method over ``Lin`` values: returns ``(x', v')``."""
+    def step_coords(self, x: Coords, v: Coords, theta: Params, u: Any) -> tuple[Coords, Coords]:
+        """One step on the coordinate view: ``(x, v) -> (x', v')`` as :class:`Coords`."""
 
-    def __call__(self, state, theta: Params, u: Any = None):
-        """``(x, v) -> (x', v')``: one step of length ``h``."""
-        x, v = _unpack(state)
-        x1, v1 = self.scheme(Lin(x), Lin(v), theta, u, None)
-        return (x1.val.reshape(jnp.shape(x)), v1.val.reshape(jnp.shape(v)))
-
+    @abc.abstractmethod
     def jacobian(self, state, theta: Params, u: Any = None) -> tuple[Matrix, Matrix]:
         r"""Analytic per-step Jacobians ``(∂(x',v')/∂(x,v), ∂(x',v')/∂θ)``.
 
         Rows and columns in raveled order: all of x then all of v; θ raveled.
         """
+
+    def __call__(self, state, theta: Params, u: Any = None):
+        """``(x, v) -> (x', v')``: one step of length ``h``."""
         x, v = _unpack(state)
+        x1, v1 = self.step_coords(Coords.split(x), Coords.split(v), theta, u)
+        return x1.stack(), v1.stack()
+
+
+class ExplicitIntegrator(Integrator):
+    """An explicit one-step scheme written once over :class:`Lin` values.
+
+    The same ``scheme`` gives the step (on coordinates, ``D=None``) and its analytic
+    Jacobian (on raveled arrays with derivative matrices).
+    """
+
+    def lin_accel(self, x: Lin, v: Lin, theta: Params, u: Any, Dtheta: Any) -> Lin:
+        """``a(x, v, θ)`` as a ``Lin``: ``D_a = A_x D_x + A_v D_v + A_θ D_θ``."""
+        if x.D is None:
+            return Lin(self._a_coords(x.val, v.val, theta, u))
+        a = self._a(x.val, v.val, theta, u)
+        Ax, Av, At = self._a_jac(x.val, v.val, theta, u)
+        return Lin(a, Ax @ x.D + Av @ v.D + At @ Dtheta)
+
+    @abc.abstractmethod
+    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dtheta: Any) -> tuple[Lin, Lin]:
+        """One step of the method over ``Lin`` values: returns ``(x', v')``."""
+
+    def step_coords(self, x: Coords, v: Coords, theta: Params, u: Any) -> tuple[Coords, Coords]:
+        x1, v1 = self.scheme(Lin(x), Lin(v), theta, u, None)
+        return x1.val, v1.val
+
+    def jacobian(self, state, theta: Params, u: Any = None) -> tuple[Matrix, Matrix]:
+        x, v = _unpack(state)
+        if not isinstance(x, jax.Array):  # a pytree state: the same scheme on the raveled one
+            xf, unravel = ravel_pytree(x)
+            accel = _RaveledAccel(self.accel, unravel)
+            flat = dataclasses.replace(self, accel=accel, accel_jacobian=None)
+            return flat.jacobian((xf, ravel_pytree(v)[0]), theta, u)
         n = jnp.size(x)
         p = ravel_pytree(theta)[0].size
         dtype = jnp.result_type(x, v, float)
@@ -136,14 +193,25 @@ class Integrator(eqx.Module):
         return D[:, : 2 * n], D[:, 2 * n :]
 
 
+class _RaveledAccel:
+    """The user's acceleration seen on raveled states (for Jacobians of pytree states)."""
+
+    def __init__(self, accel: Acceleration, unravel: Callable[[Any], Any]):
+        self.accel, self.unravel = accel, unravel
+
+    def __call__(self, x, v, theta, *u):
+        return ravel_pytree(self.accel(self.unravel(x), self.unravel(v), theta, *u))[0]
+
+
 def _unpack(state):
     if not (isinstance(state, (tuple, list)) and len(state) == 2):
         raise TypeError(
-            f"state must be a pair (x, v) of arrays of equal shape, got {type(state).__name__}"
+            f"state must be a pair (x, v) of arrays (or pytrees) of equal shape, "
+            f"got {type(state).__name__}"
         )
-    x, v = state
-    x = jnp.asarray(x)
-    v = jnp.asarray(v)
-    if x.shape != v.shape:
-        raise ValueError(f"state (x, v) must have equal shapes, got {x.shape} and {v.shape}")
+    x, v = (jax.tree_util.tree_map(jnp.asarray, a) for a in state)
+    sx = jax.tree_util.tree_map(jnp.shape, x)
+    sv = jax.tree_util.tree_map(jnp.shape, v)
+    if jax.tree_util.tree_structure(x) != jax.tree_util.tree_structure(v) or sx != sv:
+        raise ValueError(f"state (x, v) must have equal shapes, got {sx} and {sv}")
     return x, v

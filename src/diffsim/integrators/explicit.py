@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from .._types import Params
-from .base import Integrator, Lin
+from .base import ExplicitIntegrator, Lin
 
 
-class SemiImplicitEuler(Integrator):
+class SemiImplicitEuler(ExplicitIntegrator):
     r"""Semi-implicit (symplectic) Euler, the article's scheme.
 
     .. math:: v' = v + a(x, v)\,h, \qquad x' = x + v'\,h.
@@ -33,7 +33,7 @@ class SemiImplicitEuler(Integrator):
         return x + h * v1, v1
 
 
-class ExplicitEuler(Integrator):
+class ExplicitEuler(ExplicitIntegrator):
     r"""Forward (explicit) Euler: :math:`x' = x + v h,\ v' = v + a(x, v) h`.
 
     First order, not symplectic: on an oscillator its energy grows like
@@ -48,7 +48,7 @@ class ExplicitEuler(Integrator):
         return x + h * v, v + h * a
 
 
-class VelocityVerlet(Integrator):
+class VelocityVerlet(ExplicitIntegrator):
     r"""Velocity Verlet (kick–drift–kick), second order and symplectic.
 
     .. math::
@@ -70,7 +70,7 @@ class VelocityVerlet(Integrator):
         return x1, v1
 
 
-class RK4(Integrator):
+class RK4(ExplicitIntegrator):
     r"""Classical fourth-order Runge–Kutta on :math:`y = (x, v)`, :math:`\dot y = (v, a)`.
 
     The control, if any, is held constant over the step (zero-order hold).

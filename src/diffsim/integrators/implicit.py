@@ -9,8 +9,9 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from .._coords import Coords
 from .._types import Matrix, Params
-from .base import Integrator, Lin, _unpack
+from .base import Integrator, _unpack
 
 
 class ImplicitEuler(Integrator):
@@ -34,9 +35,6 @@ class ImplicitEuler(Integrator):
     order: ClassVar[int] = 1
     max_newton: int = eqx.field(static=True, default=50)
     tol: float = eqx.field(static=True, default=0.0)
-
-    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dt: Any) -> tuple[Lin, Lin]:
-        raise NotImplementedError  # implicit: see __call__ and jacobian
 
     def _newton_matrix(self, x1, v1, theta, u):
         Ax, Av, At = self._a_jac(x1, v1, theta, u)
@@ -79,9 +77,9 @@ class ImplicitEuler(Integrator):
         v1 = v1.reshape(shape)
         return x + h * v1, v1
 
-    def __call__(self, state, theta: Params, u: Any = None):
-        x, v = _unpack(state)
-        return self._solve(x, v, theta, u)
+    def step_coords(self, x: Coords, v: Coords, theta: Params, u: Any) -> tuple[Coords, Coords]:
+        x1, v1 = self._solve(x.stack(), v.stack(), theta, u)
+        return Coords.split(x1), Coords.split(v1)
 
     def jacobian(self, state, theta: Params, u: Any = None) -> tuple[Matrix, Matrix]:
         r"""IFT Jacobian at the converged step: :math:`dv' = M^{-1}[h A_x,\ I,\ h A_θ]`."""

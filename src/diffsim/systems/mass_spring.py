@@ -111,7 +111,9 @@ def identify(
         num_iters: optimisation steps (>= 1). learning_rate: Adam step size (> 0).
 
     Returns:
-        ``(theta, losses)``: the fitted parameters and the loss at every iteration.
+        ``(theta, losses)``: the parameters with the lowest loss seen (Adam at a fixed step
+        size wanders once it reaches the optimum, so the last iterate depends on rounding)
+        and the loss at every iteration.
     """
     num_iters = check_int("num_iters", num_iters)
     check_positive("learning_rate", learning_rate)
@@ -136,12 +138,17 @@ def _identify(system, observed, inputs, theta_init, num_iters, learning_rate):
         state = opt.init(log_theta)
 
         def body(carry, _):
-            p, s = carry
+            p, s, best, best_loss = carry
             loss, g = jax.value_and_grad(lambda q: _mse(system, q, observed, inputs))(p)
+            better = loss < best_loss
+            best = jax.tree_util.tree_map(lambda a, b: jnp.where(better, a, b), p, best)
             updates, s = opt.update(g, s, p)
-            return (optax.apply_updates(p, updates), s), loss
+            carry = (optax.apply_updates(p, updates), s, best, jnp.minimum(loss, best_loss))
+            return carry, loss
 
-        (p, _), losses = jax.lax.scan(body, (log_theta, state), None, length=num_iters)
-        return jax.tree_util.tree_map(jnp.exp, p), losses
+        inf = jnp.asarray(jnp.inf, jnp.result_type(*jax.tree_util.tree_leaves(log_theta)))
+        carry = (log_theta, state, log_theta, inf)
+        (_, _, best, _), losses = jax.lax.scan(body, carry, None, length=num_iters)
+        return jax.tree_util.tree_map(jnp.exp, best), losses
 
     return run(log0)

@@ -9,23 +9,44 @@ import numpy as np
 from .task import GH, X_TARGET, Y_TARGET, E, G, H, initial_state
 
 
-def ball_step(state, theta):
-    """One step of the task as a diffsim step: a pure ``step(state, theta) -> state``.
+def gravity(x, v, theta):
+    """The task's acceleration ``(0, -g)`` for a position ``x = (x, y)``."""
+    g = theta["g"]
+    return jnp.stack([jnp.zeros_like(g), -g])
 
-    ``state`` is a struct of arrays ``(x, y, vx, vy)``; ``theta`` holds the physical
-    parameters ``g`` and ``e`` as arrays, so they are differentiable and vmappable.
+
+def ball_step():
+    """One ball's step, composed from diffsim's public parts (what a user writes)::
+
+        WithContact(SemiImplicitEuler(gravity, h), Restitution(Plane.ground(2), e="e",
+                    position="reflect"))
+
+    State ``(p, v)`` with ``p = (x, y)``, ``v = (vx, vy)``; θ = ``{"g", "e"}``.
     """
-    x, y, vx, vy = state
-    vy = vy - theta["g"] * H
-    x = x + vx * H
-    y = y + vy * H
-    hit = (y < 0) & (vy < 0)
-    return x, jnp.where(hit, -y, y), vx, jnp.where(hit, -theta["e"] * vy, vy)
+    from diffsim.contact import Plane, Restitution, WithContact
+    from diffsim.integrators import SemiImplicitEuler
+
+    return WithContact(
+        SemiImplicitEuler(gravity, h=H),
+        Restitution(Plane.ground(2), e="e", position="reflect"),
+    )
 
 
-def final_loss(state):
-    x, y, _, _ = state
-    return jnp.sum((x - X_TARGET) ** 2 + (y - Y_TARGET) ** 2)
+THETA = {"g": np.float32(G), "e": np.float32(E)}
+
+
+def ball_loss(step, steps: int, **rollout_options):
+    """One ball's loss ``(x_T − 3)² + (y_T − 0.5)²`` as a function of its ``vy0``."""
+    from diffsim import rollout
+
+    theta = {k: jnp.asarray(v) for k, v in THETA.items()}
+
+    def loss(vy0, x0, y0, vx0):
+        s0 = (jnp.stack([x0, y0]), jnp.stack([vx0, vy0]))
+        pT, _ = rollout(step, s0, theta, steps, trajectory=False, **rollout_options)
+        return (pT[0] - X_TARGET) ** 2 + (pT[1] - Y_TARGET) ** 2
+
+    return loss
 
 
 class _JaxLoss:
@@ -46,22 +67,36 @@ class _JaxLoss:
 
 
 class DiffsimImpl(_JaxLoss):
-    """diffsim: ``diffsim.rollout(ball_step, s0, theta, T, trajectory=False)``."""
+    """diffsim, reverse mode: ``jax.value_and_grad`` of ``jax.vmap`` over ``diffsim.rollout``
+    of the composed step (:func:`ball_step`), as the README shows."""
 
     name = "diffsim"
 
     def __init__(self, n: int, steps: int, **rollout_options):
-        from diffsim import rollout
-
-        theta = {"g": jnp.float32(G), "e": jnp.float32(E)}
+        one = ball_loss(ball_step(), steps, **rollout_options)
 
         def loss(vy0, x0, y0, vx0):
-            sT = rollout(
-                ball_step, (x0, y0, vx0, vy0), theta, steps, trajectory=False, **rollout_options
-            )
-            return final_loss(sT)
+            return jnp.sum(jax.vmap(one)(vy0, x0, y0, vx0))
 
         super().__init__(n, loss)
+
+
+class DiffsimForwardImpl(DiffsimImpl):
+    """diffsim, ``diffsim.value_and_grad(..., batched=True)``: the mode is picked from the
+    shapes (one parameter per ball: forward mode, one tangent, no stored residuals)."""
+
+    name = "diffsim-fwd"
+
+    def __init__(self, n: int, steps: int, **rollout_options):
+        super().__init__(n, steps, **rollout_options)
+        self._one = ball_loss(ball_step(), steps, **rollout_options)
+
+    def gradient(self) -> tuple[float, np.ndarray]:
+        from diffsim import value_and_grad
+
+        vy0, *rest = self._args
+        res = value_and_grad(self._one, vy0, *rest, batched=True)
+        return float(jnp.sum(res.value)), np.asarray(res.grad)
 
 
 class PlainJaxImpl(_JaxLoss):

@@ -25,8 +25,25 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+_lax_split = getattr(jax.lax, "split", None)
+
 MAX_COORDS = 16
 """States with at most this many entries are split into scalars; larger ones stay flat."""
+
+
+def unstack(a: Any) -> tuple[Any, ...]:
+    """The entries of ``a`` along its last axis, as arrays without that axis.
+
+    Built on ``lax.split`` (whose transpose is a concatenation) rather than indexing (whose
+    transpose pads with zeros and adds): in reverse mode, a split/stack pair then folds away
+    in both directions, as it does in the forward pass.
+    """
+    n = jnp.shape(a)[-1]
+    if _lax_split is None:  # older JAX: indexing (correct, a little slower in reverse mode)
+        return tuple(a[..., i] for i in range(n))
+    return tuple(
+        jnp.reshape(p, jnp.shape(a)[:-1]) for p in _lax_split(a, (1,) * n, axis=jnp.ndim(a) - 1)
+    )
 
 
 def _ravel(tree: Any) -> tuple[Any, Callable[[Any], Any]]:
@@ -79,7 +96,7 @@ class Coords:
         """Split a pytree of arrays into coordinates (scalars, or one flat vector)."""
         flat, unravel = _ravel(tree)
         if flat.size <= MAX_COORDS:
-            return cls(tuple(flat[i] for i in range(flat.size)), unravel, False)
+            return cls(unstack(flat), unravel, False)
         return cls((flat,), unravel, True)
 
     def like(self, parts: Sequence[Any]) -> Coords:

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ._checks import check_finite_tree, check_int, check_same_structure
+from ._coords import unstack
 from ._types import Inputs, Params, State
 
 Checkpoint = None | int | Sequence[int] | Literal["sqrt", "recursive"]
@@ -95,13 +96,46 @@ def _scan(body, carry, xs, length: int, segments: tuple[int, ...], keep: bool, u
     return carry, ys
 
 
+SPLIT_AXIS_MAX = 16
+"""State leaves whose last axis has at most this many entries are carried through the scan
+one array per entry (struct of arrays); see :func:`to_carry`."""
+
+
+def _split_leaf(a: Any) -> Any:
+    if jnp.ndim(a) >= 1 and 1 < jnp.shape(a)[-1] <= SPLIT_AXIS_MAX:
+        return unstack(a)
+    return a
+
+
+def to_carry(state: State) -> Any:
+    """The state as the scan carries it: small last axes split into one array per entry.
+
+    A body's position ``(d,)``, batched by ``vmap`` to ``(N, d)``, would otherwise be carried
+    as one ``(N, d)`` array: every step then re-assembles it from its coordinates, and the
+    backward pass accumulates each coordinate's cotangent into it (a pad and an add per
+    coordinate and step). Carried per coordinate, the loop is the struct-of-arrays loop a
+    hand-written step compiles to; :func:`from_carry` restores the layout.
+    """
+    return jax.tree_util.tree_map(_split_leaf, state)
+
+
+def from_carry(carry: Any, like: State) -> State:
+    """Inverse of :func:`to_carry` (``like`` gives the layout)."""
+    return jax.tree_util.tree_map(
+        lambda a, c: jnp.stack(c, axis=-1) if isinstance(c, tuple) else c,
+        like,
+        carry,
+    )
+
+
 @eqx.filter_jit
 def _rollout_jit(step, s0, theta, inputs, num_steps, segments, keep, include_initial, unroll):
-    def body(s, u):
-        s_next = call_step(step, s, theta, u)
-        return s_next, (s_next if keep else None)
+    def body(c, u):
+        s_next = call_step(step, from_carry(c, s0), theta, u)
+        return to_carry(s_next), (s_next if keep else None)
 
-    sT, traj = _scan(body, s0, inputs, num_steps, segments, keep, unroll)
+    cT, traj = _scan(body, to_carry(s0), inputs, num_steps, segments, keep, unroll)
+    sT = from_carry(cT, s0)
     if not keep:
         return sT
     if include_initial:

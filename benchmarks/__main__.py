@@ -2,13 +2,14 @@
 
     python -m benchmarks [--quick] [--json] [--frameworks diffsim,jax,...] [--figure PATH]
 
-Runs every framework in alternation (A B C ... per round, several rounds) on the bouncing
-balls task of :mod:`benchmarks.task`, and prints per case the median time, ball-steps per
-second, first-call (compile) time, peak memory, gradient agreement with diffsim and each
-peer's time divided by diffsim's from the same rounds; then the machine floor, the cost of
-the AoBG and ZoBG estimators, and the long-horizon memory table
-(:mod:`benchmarks.long_horizon`). ``--quick`` runs small cases, few rounds, no memory
-subprocesses and no long-horizon table (under ~2 minutes).
+Runs every framework in alternation (a fresh random order each round, an untimed warm call
+before each timed one; 15 rounds) on the bouncing balls task of :mod:`benchmarks.task`, and
+prints per case the median time ± the half-width of its 95 % confidence interval,
+ball-steps per second, first-call (compile) time, peak memory, gradient agreement with
+diffsim and the median of each peer's time divided by diffsim's in the same round, with its
+interval; then the machine floor, the cost of the AoBG and ZoBG estimators, and the
+long-horizon memory table (:mod:`benchmarks.long_horizon`). ``--quick`` runs small cases,
+5 rounds, no memory subprocesses and no long-horizon table (a few minutes).
 """
 
 from __future__ import annotations
@@ -19,20 +20,33 @@ import os
 import sys
 
 from . import _harness as H
+from ._report import fmt_agreement, fmt_plain_time, fmt_ratio, fmt_sig, fmt_time
 from .task import Case
 
 FULL_SIZES = (1, 4096, 65536)
 QUICK_SIZES = (1, 512)
+ROUNDS, QUICK_ROUNDS = 15, 5
+"""Alternation rounds: 15 give a 95 % interval of the median between the 4th and 12th of
+the sorted times; 5 (--quick) only the full range, at 94 %."""
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small N and T, 3 rounds (< ~2 min)")
+    p.add_argument("--quick", action="store_true", help="small N and T, 5 rounds")
     p.add_argument("--json", action="store_true", help="print one JSON object instead")
-    p.add_argument("--frameworks", default=",".join(H.FRAMEWORKS), help="comma-separated")
+    p.add_argument(
+        "--frameworks",
+        default=",".join(H.FRAMEWORKS),
+        help=f"comma-separated; extra rows: {','.join(H.EXTRA_FRAMEWORKS)}",
+    )
     p.add_argument("--sizes", default=None, help="comma-separated N (default 1,4096,65536)")
     p.add_argument("--steps", type=int, default=None, help="T (default 1000; --quick 200)")
-    p.add_argument("--rounds", type=int, default=None, help="alternation rounds (5; quick 3)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help=f"alternation rounds ({ROUNDS}; quick {QUICK_ROUNDS})",
+    )
     p.add_argument("--no-memory", action="store_true", help="skip the per-framework subprocesses")
     p.add_argument("--no-estimators", action="store_true")
     p.add_argument("--no-long-horizon", action="store_true")
@@ -65,11 +79,14 @@ def run(argv: list[str] | None = None, log=None) -> dict:
         else (QUICK_SIZES if quick else FULL_SIZES)
     )
     steps = args.steps or (200 if quick else 1000)
-    rounds = args.rounds or (3 if quick else 5)
+    rounds = args.rounds or (QUICK_ROUNDS if quick else ROUNDS)
+    if rounds < 1:
+        raise SystemExit(f"--rounds must be >= 1, got {rounds}")
     frameworks = tuple(f.strip() for f in args.frameworks.split(",") if f.strip())
-    unknown = set(frameworks) - set(H.FRAMEWORKS)
+    known = H.FRAMEWORKS + H.EXTRA_FRAMEWORKS
+    unknown = set(frameworks) - set(known)
     if unknown:
-        raise SystemExit(f"unknown frameworks {sorted(unknown)}; choose from {H.FRAMEWORKS}")
+        raise SystemExit(f"unknown frameworks {sorted(unknown)}; choose from {known}")
     results: dict = {
         "command": "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:]),
         "versions": H.versions(),
@@ -117,40 +134,41 @@ def run(argv: list[str] | None = None, log=None) -> dict:
     return results
 
 
-def _fmt_t(t: float | None) -> str:
-    if t is None:
-        return "—"
-    return f"{t * 1e3:.3g} ms" if t < 1 else f"{t:.3g} s"
-
-
 def format_case(res: dict) -> str:
-    """Plain-text table of one case."""
+    """Plain-text table of one case: medians ± the half-width of their confidence interval,
+    per-round ratios to diffsim as median (interval)."""
     rows = res["rows"]
+    level = res.get("ci_level", H.CI_LEVEL)
     head = (
-        f"{'framework':<11} {'fwd':>9} {'fwd bs/s':>9} {'grad':>9} {'grad bs/s':>9} "
-        f"{'1st grad':>9} {'peak MiB':>9} {'fwd/ds':>7} {'grad/ds':>7}  gradient vs diffsim"
+        f"{'framework':<11} {'thr':>3} {'fwd':>13} {'grad':>13} {'grad bs/s':>9} "
+        f"{'1st grad':>8} {'peak MiB':>8} {'fwd/ds':>15} {'grad/ds':>15}  gradient vs diffsim"
     )
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
-        ga = r.get("gradient_agreement")
-        agree = (
-            f"max rel {ga['max_rel_diff']:.1e}; {ga['balls_differing']} balls flip a flag "
-            f"(others ≤ {ga['max_rel_diff_agreeing']:.1e})"
-            if ga
-            else "—"
-        )
         peak = r.get("gradient_peak_mib", r.get("forward_peak_mib"))
+        gbs = r.get("gradient_ball_steps_per_s")
         lines.append(
-            f"{name:<11} {_fmt_t(r.get('forward_s')):>9} "
-            f"{r.get('forward_ball_steps_per_s', 0):>9.2e} {_fmt_t(r.get('gradient_s')):>9} "
-            f"{r.get('gradient_ball_steps_per_s', 0):>9.2e} "
-            f"{_fmt_t(r.get('first_gradient_s', r.get('first_forward_s'))):>9} "
-            f"{'—' if peak is None else f'{max(peak, 0.0):.0f}':>9} "
-            f"{r.get('forward_ratio_to_diffsim', float('nan')):>7.2f} "
-            f"{r.get('gradient_ratio_to_diffsim', float('nan')):>7.2f}  {agree}"
+            f"{name:<11} {r.get('threads') or '—':>3} "
+            f"{fmt_time(r.get('forward_stats_s')):>13} "
+            f"{fmt_time(r.get('gradient_stats_s')):>13} "
+            f"{'—' if gbs is None else f'{gbs:.2g}':>9} "
+            f"{fmt_plain_time(r.get('first_gradient_s', r.get('first_forward_s'))):>8} "
+            f"{'—' if peak is None else f'{max(peak, 0.0):.0f}':>8} "
+            f"{fmt_ratio(r.get('forward_ratio_stats')):>15} "
+            f"{fmt_ratio(r.get('gradient_ratio_stats')):>15}  "
+            f"{fmt_agreement(r.get('gradient_agreement'))}"
         )
     for name, err in res["errors"].items():
         lines.append(f"{name:<11} not run: {err}")
+    cov = min(
+        (r[k]["ci_coverage"] for r in rows.values() for k in r if k.endswith("_stats_s")),
+        default=level,
+    )
+    lines.append(
+        f"median of {res['rounds']} rounds ± half-width of its {cov:.0%} confidence interval "
+        "(order statistics); ratios: median (interval) of the per-round time ÷ diffsim's; "
+        "thr: threads"
+    )
     fl = res["floor"]
     ds = rows.get("diffsim", {})
     for mode in ("forward", "gradient"):
@@ -158,8 +176,8 @@ def format_case(res: dict) -> str:
         mult = ds.get(f"{mode}_s", float("nan")) / f["floor_s"]
         lines.append(
             f"floor {mode}: {f['flops_per_ball_step']:.0f} FLOP and "
-            f"{f['bytes_per_ball_step']:.3g} B per ball-step -> {_fmt_t(f['floor_s'])}; "
-            f"diffsim is {mult:.1f}x the floor"
+            f"{f['bytes_per_ball_step']:.2g} B per ball-step -> {fmt_plain_time(f['floor_s'])}; "
+            f"diffsim is {fmt_sig(mult)}x the floor"
         )
     return "\n".join(lines)
 
@@ -168,11 +186,12 @@ def format_estimators(est: dict) -> str:
     if "error" in est:
         return f"skipped: {est['error']}"
     return (
-        f"{est['num_samples']} samples: batched forward {_fmt_t(est['batched_forward_s'])}, "
-        f"ZoBG {_fmt_t(est['zobg_s'])} ({est['zobg_multiple']:.2f}x), "
-        f"AoBG with {est['num_samples']} of each {_fmt_t(est['aobg_s'])} "
-        f"({est['aobg_multiple']:.2f}x), AoBG with {est['num_samples'] // 2} of each "
-        f"{_fmt_t(est['aobg_half_s'])} ({est['aobg_half_multiple']:.2f}x)"
+        f"{est['num_samples']} samples: batched forward "
+        f"{fmt_plain_time(est['batched_forward_s'])}, "
+        f"ZoBG {fmt_plain_time(est['zobg_s'])} ({est['zobg_multiple']:.2g}x), "
+        f"AoBG with {est['num_samples']} of each {fmt_plain_time(est['aobg_s'])} "
+        f"({est['aobg_multiple']:.2g}x), AoBG with {est['num_samples'] // 2} of each "
+        f"{fmt_plain_time(est['aobg_half_s'])} ({est['aobg_half_multiple']:.2g}x)"
     )
 
 

@@ -6,6 +6,7 @@ estimator cost and the long-horizon table. Used by ``python -m benchmarks`` and
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import statistics
@@ -33,13 +34,22 @@ forward time at N = 65536 but slows the gradient (up to 3x at N = 4096), so it i
 see docs/benchmarks.md."""
 
 FRAMEWORKS = ("diffsim", "jax", "compiled-C", "numpy", "warp", "taichi", "torch")
+"""The default rows: each framework's fastest variant."""
+EXTRA_FRAMEWORKS = ("warp-tape",)
+"""Rows run only when asked for (``--frameworks``): slower variants kept for reference."""
+CI_LEVEL = 0.95
+"""Nominal level of the confidence interval of each median (order statistics)."""
 
 
 def set_xla_flags() -> str | None:
-    """Put :data:`XLA_FLAGS` into the environment unless set; warn if JAX already started."""
+    """Put :data:`XLA_FLAGS` into the environment unless set; warn if JAX already started.
+
+    Nothing else is set process-wide: an ``OMP_WAIT_POLICY=PASSIVE`` here once slowed the
+    PyTorch row 1.4x, and the untimed warm call before each timed one already absorbs what
+    the previous framework's spinning threads cost.
+    """
     if "XLA_FLAGS" not in os.environ:
         os.environ["XLA_FLAGS"] = XLA_FLAGS
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # idle OpenMP threads must sleep
     if "jax" in sys.modules:
         try:
             from jax._src import xla_bridge
@@ -71,8 +81,51 @@ def make_impl(name: str, n: int, steps: int):
         return CompiledImpl(n, steps)
     from . import _peers
 
-    cls = {"warp": _peers.WarpImpl, "taichi": _peers.TaichiImpl, "torch": _peers.TorchImpl}
+    cls = {
+        "warp": _peers.WarpImpl,
+        "warp-tape": _peers.WarpTapeImpl,
+        "taichi": _peers.TaichiImpl,
+        "torch": _peers.TorchImpl,
+    }
     return cls[name](n, steps)
+
+
+def median_ci(xs: list[float], level: float = CI_LEVEL) -> tuple[float, float, float]:
+    """Distribution-free confidence interval of the median: ``(low, high, coverage)``.
+
+    The interval between the k-th smallest and the k-th largest of n samples covers the
+    true median with probability ``1 − 2 P(Binomial(n, 1/2) < k)``; k is the largest whose
+    coverage is still ≥ ``level`` (k = 1, the full range, when n is too small for that:
+    the returned coverage then says how much less it is, e.g. 0.94 for n = 5).
+
+    >>> median_ci([5.0, 1.0, 4.0, 2.0, 3.0])
+    (1.0, 5.0, 0.9375)
+    """
+    xs = sorted(xs)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("median_ci needs at least one sample")
+
+    def coverage(k: int) -> float:
+        return 1.0 - 2.0 * sum(math.comb(n, j) for j in range(k)) / 2.0**n
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= level:
+        k += 1
+    return xs[k - 1], xs[n - k], coverage(k)
+
+
+def summarize(xs: list[float]) -> dict:
+    """Median, its confidence interval and the interquartile range of ``xs``."""
+    lo, hi, cov = median_ci(xs)
+    q25, q75 = (float(q) for q in np.quantile(xs, [0.25, 0.75]))
+    return {
+        "median": statistics.median(xs),
+        "ci": [lo, hi],
+        "ci_coverage": cov,
+        "iqr": [q25, q75],
+        "n": len(xs),
+    }
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -153,7 +206,10 @@ def run_case(
         except Exception as err:
             errors[name] = f"{type(err).__name__}: {str(err).strip().splitlines()[0][:200]}"
             log(f"  {name}: not run — {errors[name]}")
-    rows: dict[str, dict] = {name: {"framework": name} for name in impls}
+    rows: dict[str, dict] = {
+        name: {"framework": name, "threads": getattr(impl, "threads", None)}
+        for name, impl in impls.items()
+    }
     # first calls (compile / JIT / kernel build) and the gradients
     grads = {}
     for name, impl in impls.items():
@@ -195,12 +251,16 @@ def run_case(
             ts = times[name][mode]
             if not ts:
                 continue
-            med = statistics.median(ts)
-            rows[name][f"{mode}_s"] = med
-            rows[name][f"{mode}_ball_steps_per_s"] = case.ball_steps / med
+            st = summarize(ts)
+            rows[name][f"{mode}_s"] = st["median"]
+            rows[name][f"{mode}_stats_s"] = st
+            rows[name][f"{mode}_ball_steps_per_s"] = case.ball_steps / st["median"]
             if "diffsim" in times and times["diffsim"][mode]:
+                # per-round ratios: both calls of a round share the machine's load then
                 ratios = [t / d for t, d in zip(ts, times["diffsim"][mode])]
-                rows[name][f"{mode}_ratio_to_diffsim"] = statistics.median(ratios)
+                rs = summarize(ratios)
+                rows[name][f"{mode}_ratio_to_diffsim"] = rs["median"]
+                rows[name][f"{mode}_ratio_stats"] = rs
     if memory:
         for name in impls:
             for mode in ("forward", "gradient"):
@@ -209,7 +269,14 @@ def run_case(
                 m = memory_and_first_call(name, case.n, case.steps, mode)
                 rows[name][f"{mode}_peak_mib"] = m.get("peak_mib")
                 rows[name][f"{mode}_first_call_fresh_s"] = m.get("first_call_s")
-    return {"n": case.n, "steps": case.steps, "rounds": rounds, "rows": rows, "errors": errors}
+    return {
+        "n": case.n,
+        "steps": case.steps,
+        "rounds": rounds,
+        "ci_level": CI_LEVEL,
+        "rows": rows,
+        "errors": errors,
+    }
 
 
 def machine_floor() -> dict:

@@ -11,7 +11,10 @@
    key, ``moves`` times. In the page, a keydown listener stamps ``performance.now()`` and
    a MutationObserver on the ``v0-readout`` element stamps the moment its text changes;
    the difference is the latency (median and 95th percentile), server round trip and
-   rendering included.
+   rendering included. "Back to back" (the default): each move follows as soon as the
+   previous readout has changed; ``--pause S`` waits S seconds between moves.
+3. Rest to panels: after the last move, the time from the last readout change until the
+   heavy panels (the gradient figure and the gradient doctor) show the final v₀.
 
 Chromium: Debian's ``/usr/bin/chromium`` driven by Playwright (``DIFFSIM_CHROMIUM``
 overrides the path).
@@ -38,12 +41,14 @@ _PROBE = """
 () => {
   window.__lat = [];
   window.__t0 = null;
+  window.__lastReadout = null;
   const thumb = document.querySelector('#v0-slider [role=slider]');
   thumb.addEventListener('keydown', () => { window.__t0 = performance.now(); }, true);
   const target = document.getElementById('v0-readout');
   new MutationObserver(() => {
     if (window.__t0 !== null) {
-      window.__lat.push(performance.now() - window.__t0);
+      window.__lastReadout = performance.now();
+      window.__lat.push(window.__lastReadout - window.__t0);
       window.__t0 = null;
     }
   }).observe(target, {childList: true, characterData: true, subtree: true});
@@ -123,13 +128,25 @@ def main() -> None:
             page.focus("#v0-slider [role=slider]")
             lat: list[float] = []
             for i in range(a.moves):
-                key = "ArrowRight" if (i // 25) % 2 == 0 else "ArrowLeft"
+                # blocks of 20: right, right, left, ... (ends away from the start value)
+                key = "ArrowLeft" if (i // 20) % 3 == 2 else "ArrowRight"
                 before = page.evaluate("window.__lat.length")
                 page.keyboard.press(key)
                 page.wait_for_function(f"() => window.__lat.length > {before}", polling=5)
                 lat.append(page.evaluate("window.__lat[window.__lat.length - 1]"))
                 if a.pause:
                     time.sleep(a.pause)
+            final = page.inner_text("#v0-readout").removeprefix("v₀ = ").removesuffix(" m/s")
+            page.wait_for_function(
+                """v => document.querySelector('#gradient-figure .gtitle')?.textContent
+                        .includes('v₀ = ' + v) &&
+                      document.getElementById('doctor-verdict')?.textContent
+                        .includes('v₀ = ' + v)""",
+                arg=final,
+                polling=5,
+                timeout=60_000,
+            )
+            settle = page.evaluate("performance.now() - window.__lastReadout")
         finally:
             proc.terminate()
             proc.wait(timeout=10)
@@ -146,6 +163,7 @@ def main() -> None:
         f"p95 {_percentile(lat, 0.95):.1f} ms, max {max(lat):.1f} ms"
         + (f" ({a.pause:g} s between moves)" if a.pause else " (back to back)")
     )
+    print(f"  last move -> gradients and doctor at the final v0: {settle:.0f} ms")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 
 pytest.importorskip("dash")
@@ -18,8 +19,19 @@ from dash import no_update
 from werkzeug.serving import make_server
 
 from diffsim.app import Callbacks, DemoModel, InputError, create_app, readouts
-from diffsim.app._model import parse_estimator, parse_sigma, parse_tau, parse_v0
+from diffsim.app._model import (
+    ESTIMATOR_LABELS,
+    OPT_SAMPLES,
+    estimator_for,
+    parse_estimator,
+    parse_sigma,
+    parse_tau,
+    parse_v0,
+)
+from diffsim.estimators import ZerothOrder
+from diffsim.optimize import cosine_anneal
 from diffsim.systems import projectile_wall as pw
+from diffsim.systems import wall_study
 
 
 def library_readouts(v0: float) -> tuple[str, str, str, str]:
@@ -85,6 +97,21 @@ def test_readouts_at_load_are_the_articles(callbacks):
     assert out[8] == ""
 
 
+def test_readouts_at_the_optimum_match_the_closed_form(callbacks, model):
+    # v0* = sqrt(10 g) ≈ 9.905 m/s: the closed form lands at R = v0²/g = 10.001 m with loss
+    # (R − 10)² ≈ 1e-6. Tolerance (DESIGN.md): the time-stepped landing x within 1 % of R
+    # off the cliff, so the loss is below (0.01 R + |R − 10|)² ≈ 0.01; the page's readout
+    # (two decimals) shows loss 0.00 and "clears wall yes".
+    v0 = 9.905
+    R = v0**2 / pw.G
+    p = model.point(v0)
+    assert abs(p.landing_x - R) < 0.01 * R
+    assert p.loss < (0.01 * R + abs(R - 10.0)) ** 2 and p.clears_wall
+    v_text, x_text, loss_text, clears_text = callbacks.on_v0(v0, None, "v0-slider")[2:6]
+    assert v_text == f"v₀ = {v0:.2f} m/s" and loss_text == "0.00" and clears_text == "yes"
+    assert x_text.endswith(" m") and abs(float(x_text[:-2]) - R) < 0.01 * R
+
+
 @pytest.mark.parametrize("v0", [9.2, 9.905, 11.0])
 @pytest.mark.parametrize("source", ["v0-slider", "v0-input"])
 def test_readouts_are_the_librarys(callbacks, v0, source):
@@ -127,6 +154,80 @@ def test_bad_sigma_or_tau_gives_a_message(callbacks, sigma, tau):
     assert "must be a number" in message
 
 
+def test_gradients_are_looked_up_by_name(model):
+    g = model.gradients(8.0, 1.0, 0.3)
+    assert g.names == tuple(ESTIMATOR_LABELS)
+    assert g.estimate[g.index("exact")] == 0.0  # the plateau
+    assert g.alpha[g.index("zeroth")] == 0.0 and g.alpha[g.index("first")] == 1.0
+    alpha = g.alpha[g.index("alpha")]
+    assert 0.0 <= alpha <= 1.0
+    # the AoBG estimate is its α-mix: the table labels it with that α
+    table = str(Callbacks._gradient_table(g))
+    assert f"(α = {alpha:.2f})" in table
+    # the same estimator objects the CLI builds
+    assert estimator_for("alpha", 1.0, 8).num_samples == 8
+    assert float(estimator_for("zeroth", 0.5, 8).sigma) == 0.5
+
+
+def test_smoothed_curve_is_the_librarys_gaussian_smoothing(model):
+    # the dashed curve and the reference slope are wall_study.gaussian_smoothed_loss ...
+    gaussian, _ = model.curves(1.0, 0.3)
+    i = list(model.curve_v0).index(8.0)
+    F = wall_study.gaussian_smoothed_loss(8.0, 1.0, model.loss_table())
+    assert gaussian[i] == pytest.approx(float(F), rel=1e-12)
+    g = model.gradients(8.0, 1.0, 0.3)
+    assert g.smoothed_value == pytest.approx(float(F), rel=1e-12)
+    # ... whose slope is what ZoBG estimates: agreement within 4 standard errors
+    import jax
+
+    z = ZerothOrder(sigma=1.0, num_samples=4096)(pw.loss, 8.0, jax.random.PRNGKey(7))
+    assert abs(float(z.estimate) - g.smoothed_slope) < 4 * float(z.std_error)
+    assert g.smoothed_slope < -1.0  # the cliff, seen from the plateau
+
+
+def test_optimize_is_the_clis_recipe(model):
+    # the page's Optimize is `diffsim optimize --v0 8 --estimator alpha --sigma 1`
+    import jax
+
+    run = model.optimize(8.0, "alpha", 1.0, 0.3)
+    est = estimator_for("alpha", 1.0, wall_study.SAMPLES)
+    ref = wall_study.optimize_wall(8.0, est, key=jax.random.PRNGKey(0))
+    assert OPT_SAMPLES == wall_study.SAMPLES
+    assert len(run.theta) == wall_study.STEPS + 1
+    assert run.theta[-1] == float(ref.theta)
+    assert run.evaluations == int(ref.evaluations)
+    assert abs(run.final.landing_x - pw.TARGET) < wall_study.TOLERANCE_X
+    assert run.final.clears_wall
+    # σ annealed by the CLI's schedule (diffsim.optimize.cosine_anneal)
+    sched = cosine_anneal(1.0, wall_study.SIGMA_END, wall_study.STEPS, 0.6)
+    k = np.arange(wall_study.STEPS)
+    np.testing.assert_allclose(ref.history.sigma, sched(k), rtol=1e-12)
+
+
+def test_optimize_smoothed_and_exact(model):
+    exact = model.optimize(8.0, "exact", 1.0, 0.3)
+    assert np.all(exact.theta == 8.0)  # the exact gradient is 0 on the plateau
+    smooth = model.optimize(8.0, "smoothed", 1.0, 0.3)
+    assert abs(smooth.final.landing_x - pw.TARGET) < wall_study.TOLERANCE_X
+
+
+def test_heavy_panels_wait_for_the_slider_to_rest():
+    # moving the slider fires only the light readout callback; the estimators, the loss
+    # figure and the doctor follow v0-rest-store (set by the clientside debounce)
+    app = create_app(DemoModel())
+    inputs = {
+        key: {f"{i['id']}.{i['property']}" for i in cb["inputs"]}
+        for key, cb in app.callback_map.items()
+    }
+    heavy = [k for k in inputs if "loss-figure.figure" in k or "doctor-verdict.children" in k]
+    assert len(heavy) == 2
+    for key in heavy:
+        assert "v0-rest-store.data" in inputs[key] and "v0-store.data" not in inputs[key]
+    readout = next(k for k in inputs if "v0-readout.children" in k)
+    assert inputs[readout] == {"v0-slider.value", "v0-input.value"}
+    assert "gradient" not in readout and "doctor" not in readout and "loss-figure" not in readout
+
+
 def test_draw_shows_curves_point_and_every_estimator(callbacks, model):
     assert model.wait_until_compiled("gradients", timeout=300)
     fig, gfig, _table, _, message, drawn = callbacks.draw(
@@ -149,27 +250,46 @@ def test_draw_shows_curves_point_and_every_estimator(callbacks, model):
 
 
 @pytest.mark.parametrize(
-    "v0_data,params,run",
+    "v0_data,params,message",
     [
-        ({"v0": "nan"}, {"sigma": 1.0, "tau": 0.3}, None),
-        (None, {"sigma": 1.0, "tau": 0.3}, None),
-        ({"v0": 8.0}, {"sigma": -2}, None),
-        ({"v0": 8.0}, "junk", None),
-        ({"v0": 8.0}, {"sigma": 1.0, "tau": 0.3}, {"theta": [1, "x"], "loss": [1]}),
+        ({"v0": "nan"}, {"sigma": 1.0, "tau": 0.3}, "v₀ must be a number in [4, 14] m/s, got nan"),
+        (None, {"sigma": 1.0, "tau": 0.3}, "v₀ must be a number in [4, 14] m/s, got None"),
+        ({"v0": 8.0}, {"sigma": -2}, "σ must be a number in [0.05, 1.5] m/s, got -2"),
+        ({"v0": 8.0}, "junk", "σ must be a number in [0.05, 1.5] m/s, got None"),
+        ({"v0": 8.0}, {"sigma": 1.0, "tau": 9}, "τ must be a number in [0.01, 2] m, got 9"),
     ],
 )
-def test_draw_survives_malformed_stores(callbacks, v0_data, params, run):
-    out = callbacks.draw(v0_data, params, run, None, 0, "v0-store")
-    assert len(out) == 6  # no exception; a message or a figure
+def test_draw_rejects_malformed_stores_with_a_message(callbacks, v0_data, params, message):
+    fig, gfig, table, stop, msg, drawn = callbacks.draw(
+        v0_data, params, None, None, 0, "v0-rest-store"
+    )
+    assert msg == message
+    assert fig is no_update and gfig is no_update and table is no_update
+    assert drawn is no_update and stop is True
+
+
+def test_draw_ignores_a_malformed_optimize_run(callbacks, model):
+    assert model.wait_until_compiled("gradients", timeout=300)
+    bad_run = {"theta": [1, "x"], "loss": [1]}
+    fig, _, _, stop, msg, _ = callbacks.draw(
+        {"v0": 8.0}, {"sigma": 1.0, "tau": 0.3}, bad_run, None, 0, None
+    )
+    assert msg == "" and stop is True
+    from diffsim.app._figures import LOSS_TRACE
+
+    assert fig["data"][LOSS_TRACE["path"]]["x"] == []  # no path drawn
+    assert fig["data"][LOSS_TRACE["point"]]["y"] == [16.0]
 
 
 def test_moving_v0_patches_only_the_point_and_slopes(callbacks, model):
     assert model.wait_until_compiled("gradients", timeout=300)
     params = {"sigma": 1.0, "tau": 0.3}
     drawn = {"sigma": 1.0, "tau": 0.3, "gradients": True}
-    patch = callbacks.draw({"v0": 9.2}, params, None, None, 0, "v0-store", drawn)[0]
+    patch = callbacks.draw({"v0": 9.2}, params, None, None, 0, "v0-rest-store", drawn)[0]
     assert not isinstance(patch, dict)  # a dash.Patch
-    full = callbacks.draw({"v0": 9.2}, {"sigma": 0.5, "tau": 0.3}, None, None, 0, "v0-store", drawn)
+    full = callbacks.draw(
+        {"v0": 9.2}, {"sigma": 0.5, "tau": 0.3}, None, None, 0, "v0-rest-store", drawn
+    )
     assert isinstance(full[0], dict) and full[5]["sigma"] == 0.5
 
 

@@ -191,6 +191,45 @@ def test_keyboard_arrows_step_the_slider(page):
     page.wait_for_function("() => document.getElementById('v0-input').value === '8.03'")
 
 
+def test_quick_moves_update_readouts_and_panels_only_at_rest(page):
+    # 30 arrow presses back to back: the readouts follow every move; the heavy panels (the
+    # gradients, the doctor) skip the values the slider only passed through and show the
+    # one where it rests
+    _set_v0(page, 8.0)
+    page.wait_for_function(
+        "() => document.querySelector('#gradient-figure .gtitle')?.textContent"
+        ".includes('v₀ = 8.00')",
+        timeout=120_000,
+    )
+    page.evaluate(
+        """() => {
+        window.__titles = [];
+        const fig = document.getElementById('gradient-figure');
+        new MutationObserver(() => {
+            const t = fig.querySelector('.gtitle')?.textContent;
+            if (t && t !== window.__titles[window.__titles.length - 1]) window.__titles.push(t);
+        }).observe(fig, {childList: true, characterData: true, subtree: true});
+    }"""
+    )
+    page.focus("#v0-slider [role=slider]")
+    for _ in range(30):
+        page.keyboard.press("ArrowRight", delay=10)
+    page.wait_for_function(
+        "() => document.getElementById('v0-readout').textContent === 'v₀ = 8.30 m/s'"
+    )
+    page.wait_for_function(
+        "() => document.querySelector('#gradient-figure .gtitle')?.textContent"
+        ".includes('v₀ = 8.30')"
+    )
+    page.wait_for_function(
+        "() => document.getElementById('doctor-verdict').textContent.includes('v₀ = 8.30')"
+    )
+    assert _texts(page) == library_readouts(8.3)
+    titles = page.evaluate("window.__titles")
+    assert titles[-1].startswith("gradients at v₀ = 8.30")
+    assert len(titles) <= 5, titles  # not one per move
+
+
 @pytest.mark.parametrize(
     "selector,value,message",
     [

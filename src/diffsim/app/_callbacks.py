@@ -2,7 +2,15 @@
 
 Each callback is a method of :class:`Callbacks` taking plain values (and, where it matters,
 which input fired), so it can be tested without a browser; :func:`register_callbacks`
-wires them to Dash. No callback lets an exception escape: a bad value from the page (out
+wires them to Dash.
+
+Under a moving slider only the light callback runs: :meth:`Callbacks.on_v0` (one compiled
+simulation: the four readouts and the flight path). The heavy panels — the loss figure with
+the estimators' slopes, the gradient table and figure, the gradient doctor — follow
+``v0-rest-store``, which a small clientside callback (:data:`REST_JS`, timing only, no
+numbers) sets to v₀ once the slider has rested for :data:`REST_MS` ms; so no estimator or
+doctor work is ever done for a value the user has already left, and none of it competes with
+the readouts of the next move. No callback lets an exception escape: a bad value from the page (out
 of range, NaN, text, a missing field) becomes a message on the page, and anything
 unexpected is logged on the server and reported in one line — the server keeps serving.
 """
@@ -42,6 +50,26 @@ log = logging.getLogger("diffsim.app")
 
 NUM_FRAMES = 40
 """Frames of the Optimize animation (one every 40 ms)."""
+
+REST_MS = 150
+"""The heavy panels follow v₀ once it has not moved for this long (ms)."""
+
+REST_JS = """
+function (v0Data, restData) {
+    // Debounce, nothing else: v0-store -> v0-rest-store once v0 has rested REST_MS ms.
+    const dc = window.dash_clientside;
+    clearTimeout(window.__diffsimRestTimer);
+    if (!v0Data || (restData && restData.v0 === v0Data.v0)) {
+        return dc.no_update;  // the panels already show this v0
+    }
+    window.__diffsimRestTimer = setTimeout(function () {
+        dc.set_props("v0-rest-store", {data: v0Data});
+    }, REST_MS);
+    return dc.no_update;
+}
+""".replace("REST_MS", str(REST_MS))
+"""The clientside debounce from ``v0-store`` to ``v0-rest-store`` (no physics: it only
+delays and drops superseded values)."""
 
 
 def _internal_error(err: Exception) -> str:
@@ -155,8 +183,9 @@ class Callbacks:
         return ready, all(ready.values()), status
 
     def on_doctor(self, v0_data: Any, params: Any, ready: Any) -> tuple:
-        """The gradient doctor at the current v₀ and σ: ``(verdict, flags, recommendation)``
-        as page elements. Until the doctor is compiled it says so; it never raises."""
+        """The gradient doctor at the resting v₀ (``v0-rest-store``) and σ: ``(verdict,
+        flags, recommendation)`` as page elements. Until the doctor is compiled it says so;
+        it never raises."""
         if not (isinstance(ready, dict) and ready.get("doctor")):
             return "compiling (once per start-up)…", "", ""
         try:
@@ -196,8 +225,8 @@ class Callbacks:
         triggered: str | None,
         drawn: Any = None,
     ) -> tuple:
-        """Redraw the loss figure (and the gradients at v₀), or advance the Optimize
-        animation by one frame.
+        """Redraw the loss figure (and the gradients at the resting v₀, ``v0_data`` from
+        ``v0-rest-store``), or advance the Optimize animation by one frame.
 
         When only v₀ moved and the figure in the page was drawn with the current σ and τ
         (``drawn``, from ``drawn-store``), only the current point and the slopes are sent
@@ -249,7 +278,7 @@ class Callbacks:
             path,
         )
         now = {"sigma": sigma, "tau": tau, "gradients": grads is not None}
-        if triggered == "v0-store" and drawn == now:
+        if triggered == "v0-rest-store" and drawn == now:
             patch = Patch()
             for i in range(LOSS_TRACE["point"], LOSS_TRACE["path"]):
                 patch["data"][i] = fig["data"][i]
@@ -277,7 +306,7 @@ class Callbacks:
         for i, name in enumerate(grads.names):
             label = ESTIMATOR_LABELS[name]
             if name == "alpha":
-                label += f" (α = {grads.alpha:.2f})"
+                label += f" (α = {grads.alpha[i]:.2f})"
             rows.append(
                 html.Tr(
                     [
@@ -390,6 +419,13 @@ def register_callbacks(app: dash.Dash, model: DemoModel) -> Callbacks:
     def _on_v0(slider_value, input_value, last):
         return cb.on_v0(slider_value, input_value, list(ctx.triggered_prop_ids), last)
 
+    app.clientside_callback(
+        REST_JS,
+        Output("v0-rest-store", "data"),
+        Input("v0-store", "data"),
+        State("v0-rest-store", "data"),
+    )
+
     @app.callback(
         Output("params-store", "data"),
         Output("params-message", "children"),
@@ -417,7 +453,7 @@ def register_callbacks(app: dash.Dash, model: DemoModel) -> Callbacks:
         Output("optimize-interval", "disabled"),
         Output("figure-message", "children"),
         Output("drawn-store", "data"),
-        Input("v0-store", "data"),
+        Input("v0-rest-store", "data"),
         Input("params-store", "data"),
         Input("optimize-store", "data"),
         Input("ready-store", "data"),
@@ -435,7 +471,7 @@ def register_callbacks(app: dash.Dash, model: DemoModel) -> Callbacks:
         Output("doctor-verdict", "children"),
         Output("doctor-flags", "children"),
         Output("doctor-recommendation", "children"),
-        Input("v0-store", "data"),
+        Input("v0-rest-store", "data"),
         Input("params-store", "data"),
         Input("ready-store", "data"),
     )

@@ -231,16 +231,17 @@ def loss_figure(
             "hovertemplate": "v₀ = %{x:.2f}<br>loss = %{y:.2f}<extra></extra>",
         },
     ]
-    for i, name in enumerate(ESTIMATOR_LABELS):
+    for name in ESTIMATOR_LABELS:
         xs: list[float] = []
         ys: list[float] = []
-        if grads is not None:
+        if grads is not None and name in grads.names:
             anchor = point.loss
             if name in ("zeroth", "first", "alpha"):
                 anchor = grads.smoothed_value  # they estimate the slope of F_σ
             elif name == "smoothed":
                 anchor = grads.temperature_value
-            xs, ys = _slope_segment(point.v0, anchor, float(grads.estimate[i]))
+            slope = float(grads.estimate[grads.index(name)])
+            xs, ys = _slope_segment(point.v0, anchor, slope)
         data.append(
             {
                 "type": "scatter",

@@ -15,9 +15,11 @@ from ._model import (
     ESTIMATOR_LABELS,
     NUM_SAMPLES,
     OPT_LEARNING_RATE,
+    OPT_SAMPLES,
     OPT_STEPS,
     OPTIMIZE_CHOICES,
     SIGMA_DEFAULT,
+    SIGMA_END,
     SIGMA_MAX,
     SIGMA_MIN,
     TAU_DEFAULT,
@@ -162,9 +164,11 @@ def build_layout() -> html.Div:
         [
             html.H3("Optimize", style={"margin": "6px 0"}),
             html.P(
-                f"Gradient descent (Adam, step {OPT_LEARNING_RATE}, {OPT_STEPS} steps) from "
-                "the current v₀ with the chosen gradient. The randomized estimators start at "
-                "σ and anneal it toward 0.02 m/s; the smoothed model anneals τ the same way.",
+                f"Gradient descent from the current v₀ with the chosen gradient, as "
+                f"diffsim optimize runs it: Adam, {OPT_STEPS} steps, step {OPT_LEARNING_RATE} "
+                f"cosine-decayed, {OPT_SAMPLES} samples per estimate. The randomized "
+                f"estimators start at σ and anneal it toward {SIGMA_END} m/s; the smoothed "
+                "model anneals τ the same way.",
                 style={"margin": "2px 0 6px", "fontSize": "14px"},
             ),
             dcc.RadioItems(
@@ -292,6 +296,9 @@ def build_layout() -> html.Div:
             doctor,
             words,
             dcc.Store(id="v0-store", data={"v0": V0_DEFAULT}),
+            # v₀ where the slider rests (REST_MS after the last move): the heavy panels
+            # follow this one, so a moving slider only costs the readouts
+            dcc.Store(id="v0-rest-store", data={"v0": V0_DEFAULT}),
             dcc.Store(id="params-store", data={"sigma": SIGMA_DEFAULT, "tau": TAU_DEFAULT}),
             dcc.Store(id="optimize-store", data=None),
             dcc.Store(id="drawn-store", data=None),

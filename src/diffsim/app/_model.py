@@ -1,8 +1,10 @@
 """What the demo page shows, as compiled compositions of library calls.
 
 Every number on the page comes from here, and everything here is a call into
-:mod:`diffsim.systems.projectile_wall`, :mod:`diffsim.estimators` or
-:func:`diffsim.optimize`: the page holds no copy of the physics. The functions are
+:mod:`diffsim.systems.projectile_wall`, :mod:`diffsim.systems.wall_study`,
+:mod:`diffsim.estimators`, :func:`diffsim.diagnose` or :func:`diffsim.optimize` (through
+:func:`diffsim.systems.wall_study.optimize_wall`, the recipe ``diffsim optimize`` runs):
+the page holds no copy of the physics and no numerics of its own. The functions are
 ``jit``-compiled once (see :func:`warm_up`) with the user's choices (v₀, σ, τ) as traced
 arguments, so moving a slider never recompiles.
 """
@@ -14,17 +16,15 @@ import math
 import threading
 from typing import Any, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jaxtyping import Array
 
 from ..diagnose import Diagnosis, diagnose
-from ..estimators import AlphaOrder, Exact, FirstOrder, ZerothOrder
-from ..optimize import optimize
+from ..estimators import Estimator, Exact, make_estimator
 from ..systems import projectile_wall as pw
+from ..systems import wall_study
 
 V0_MIN, V0_MAX, V0_STEP = 4.0, 14.0, 0.01
 """The slider's range and step (m/s)."""
@@ -35,22 +35,23 @@ TAU_MIN, TAU_MAX, TAU_DEFAULT = 0.01, 2.0, 0.3
 """Range and default of τ (m), the temperature of the sigmoid-wall model."""
 
 NUM_SAMPLES = 32
-"""Samples per randomized estimate (N for ZoBG and FoBG, N of each for AoBG)."""
-OPT_STEPS = 150
-"""Gradient-descent iterations of one Optimize run."""
-OPT_LEARNING_RATE = 0.05
-"""Adam's step size (m/s per step, roughly: Adam normalises the gradient)."""
-SIGMA_DECAY, SIGMA_FLOOR = 0.97, 0.02
-"""Annealing of σ (and τ) during Optimize: σ_k = max(σ₀ · 0.97^k, 0.02)."""
-TARGET_TOLERANCE = 0.05
+"""Samples per randomized estimate shown at v₀ (N for ZoBG and FoBG, N of each for AoBG)."""
+# Optimize is `diffsim optimize`'s recipe, wall_study.optimize_wall, with its settings
+OPT_STEPS = wall_study.STEPS
+"""Gradient-descent iterations of one Optimize run (as ``diffsim optimize``)."""
+OPT_LEARNING_RATE = wall_study.LR
+"""Adam's initial step size, cosine-decayed (as ``diffsim optimize``)."""
+OPT_SAMPLES = wall_study.SAMPLES
+"""Samples per estimate during Optimize (as ``diffsim optimize``)."""
+SIGMA_END = wall_study.SIGMA_END
+"""σ (and τ) at the end of the annealing during Optimize."""
+TARGET_TOLERANCE = wall_study.TOLERANCE_X
 """An Optimize run is "on target" when it lands within 5 cm of x = 10 m."""
 
-# The Gaussian-smoothed curve F(v) = E L(v + σw) is a quadrature of the library's loss
-# sampled every 5 mm/s on [0, 23] m/s (v ± 6σ at the largest σ); the drawn curve is every
-# second sample of the same array, so the loss is simulated once, at start-up.
-_QUAD_GRID = np.round(np.arange(4601) * 0.005, 6)
+# The loss is tabulated once (wall_study.loss_table: every 5 mm/s on [0, 23] m/s) for the
+# Gaussian-smoothed curve; the drawn hard curve is every second entry of the same table.
 _CURVE_INDEX = np.arange(800, 2801, 2)
-CURVE_V0 = _QUAD_GRID[_CURVE_INDEX]
+CURVE_V0 = np.round(_CURVE_INDEX * wall_study.TABLE_STEP, 6)
 """v₀ values at which the loss curves are drawn (4 to 14 m/s, 0.01 m/s apart)."""
 TRAJECTORY_POINTS = 256
 
@@ -65,7 +66,7 @@ ESTIMATOR_LABELS: dict[str, str] = {
 OPTIMIZE_CHOICES: tuple[str, ...] = ("alpha", "zeroth", "first", "exact", "smoothed")
 
 _KEY_GRADIENTS = 0
-_KEY_OPTIMIZE = 1
+_KEY_OPTIMIZE = 0  # `diffsim optimize`'s default --seed
 _KEY_DOCTOR = 2
 DOCTOR_SAMPLES = 256
 """Samples per family for the gradient doctor on the page (as in the CLI)."""
@@ -83,21 +84,27 @@ class Point(NamedTuple):
 
 
 class Gradients(NamedTuple):
-    """Each estimator's d loss/d v₀ at one v₀ (display order of ``ESTIMATOR_LABELS``)."""
+    """Each estimator's d loss/d v₀ at one v₀ (arrays in the order of ``names``, the
+    display order of ``ESTIMATOR_LABELS``; look one up with :meth:`index`)."""
 
     v0: float
     names: tuple[str, ...]
     estimate: np.ndarray
     std_error: np.ndarray
     num_evals: np.ndarray
-    alpha: float
-    """AoBG's weight α on its first-order part."""
+    alpha: np.ndarray
+    """Each estimate's weight α on first-order samples (AoBG's choice; 1 for FoBG, 0 for
+    ZoBG, NaN where it does not apply)."""
     smoothed_slope: float
     """dF/dv₀ of the Gaussian-smoothed loss F (quadrature): what ZoBG, FoBG, AoBG estimate."""
     smoothed_value: float
     """F(v₀), where the randomized estimators' slopes are anchored."""
     temperature_value: float
     """L_τ(v₀), the sigmoid-wall model's loss, where its slope is anchored."""
+
+    def index(self, name: str) -> int:
+        """Position of estimator ``name`` (a key of ``ESTIMATOR_LABELS``) in the arrays."""
+        return self.names.index(name)
 
 
 class OptimizeRun(NamedTuple):
@@ -171,85 +178,49 @@ def _smoothed_loss(v0: Array, tau: Array) -> Array:
     return pw.smoothed_loss(v0, tau)
 
 
-def _gaussian_weights(v: Array, sigma: Array, grid: Array) -> Array:
-    # normalised Gaussian quadrature weights of N(v, σ²) on the grid (rows: v)
-    logw = -0.5 * ((grid[None, :] - v[:, None]) / sigma) ** 2
-    w = jnp.exp(logw - jnp.max(logw, axis=1, keepdims=True))
-    return w / jnp.sum(w, axis=1, keepdims=True)
-
-
-def _gaussian_smoothed(v: Array, sigma: Array, grid: Array, loss_on_grid: Array) -> Array:
-    r""":math:`F(v) = \mathbb E_{w\sim N(0,1)} L(v + σw)` by quadrature of the library's loss
-    sampled on ``grid``; ``v`` a 1-D array."""
-    return _gaussian_weights(v, sigma, grid) @ loss_on_grid
-
-
 @jax.jit
-def _curves(sigma: Array, tau: Array, grid: Array, loss_on_grid: Array, v: Array):
-    return _gaussian_smoothed(v, sigma, grid, loss_on_grid), _smoothed_loss(v, tau)
+def _curves(sigma: Array, tau: Array, table: wall_study.LossTable, v: Array):
+    return wall_study.gaussian_smoothed_loss(v, sigma, table), _smoothed_loss(v, tau)
 
 
-@jax.jit
-def _gradients(v0, sigma, tau, key, grid, loss_on_grid):
-    k0, k1, k2 = jax.random.split(key, 3)
-    results = [
-        Exact()(pw.loss, v0, key),
-        ZerothOrder(sigma=sigma, num_samples=NUM_SAMPLES)(pw.loss, v0, k0),
-        FirstOrder(sigma=sigma, num_samples=NUM_SAMPLES)(pw.loss, v0, k1),
-        AlphaOrder(sigma=sigma, num_samples=NUM_SAMPLES)(pw.loss, v0, k2),
-        Exact()(lambda v: _smoothed_loss(v, tau), v0, key),
-    ]
-
-    def F(v):
-        return _gaussian_smoothed(v[None], sigma, grid, loss_on_grid)[0]
-
-    F_v, dF = jax.value_and_grad(F)(v0)
-    return (
-        jnp.stack([r.estimate for r in results]),
-        jnp.stack([r.std_error for r in results]),
-        jnp.stack([r.num_evals for r in results]),
-        results[3].alpha,
-        dF,
-        F_v,
-        _smoothed_loss(v0, tau),
-    )
-
-
-class _Decay(eqx.Module):
-    """The annealing schedule k ↦ max(s₀ · 0.97^k, 0.02); s₀ is an array, so a new σ₀ or
-    τ₀ does not recompile :func:`optimize`."""
-
-    start: Array
-
-    def __call__(self, k: Array) -> Array:
-        return jnp.maximum(self.start * SIGMA_DECAY**k, SIGMA_FLOOR)
-
-
-# one optimizer object for every run: optimize() is compiled per optimizer identity
-_OPTIMIZER = optax.adam(OPT_LEARNING_RATE)
-
-
-def _estimator_for(name: str, sigma: float):
-    if name == "exact" or name == "smoothed":
+def estimator_for(name: str, sigma: Any, num_samples: int) -> Estimator:
+    """The estimator behind page name ``name`` (a key of ``ESTIMATOR_LABELS``), built as
+    ``diffsim estimate``/``diffsim optimize`` build it; ``"smoothed"`` is the exact gradient
+    (of the sigmoid-wall model)."""
+    if name in ("exact", "smoothed"):
         return Exact()
-    cls = {"zeroth": ZerothOrder, "first": FirstOrder, "alpha": AlphaOrder}[name]
-    return cls(sigma=sigma, num_samples=NUM_SAMPLES)
+    return make_estimator(name, sigma=sigma, num_samples=num_samples)
+
+
+@jax.jit
+def _gradients(v0, sigma, tau, key, table):
+    keys = dict(zip(("zeroth", "first", "alpha"), jax.random.split(key, 3)))
+    results = {}
+    for name in ESTIMATOR_LABELS:
+        loss = (lambda v: _smoothed_loss(v, tau)) if name == "smoothed" else pw.loss
+        est = estimator_for(name, sigma, NUM_SAMPLES)
+        results[name] = est(loss, v0, keys.get(name, key))
+    F_v, dF = jax.value_and_grad(wall_study.gaussian_smoothed_loss)(v0, sigma, table)
+    fields = ("estimate", "std_error", "num_evals", "alpha")
+    stacked = {f: jnp.stack([getattr(r, f) for r in results.values()]) for f in fields}
+    return stacked, dF, F_v, _smoothed_loss(v0, tau)
 
 
 class DemoModel:
     """The library calls behind the page, compiled once and shared by all callbacks.
 
-    The hard loss is sampled once on a fine grid (for the curve and for the quadrature of
-    the Gaussian-smoothed loss); everything else is computed per request by compiled
-    functions whose inputs are traced, so no user choice triggers a recompilation.
+    The hard loss is tabulated once (:func:`diffsim.systems.wall_study.loss_table`, for the
+    curve and for :func:`~diffsim.systems.wall_study.gaussian_smoothed_loss`); everything
+    else is computed per request by compiled functions whose inputs are traced, so no user
+    choice triggers a recompilation.
     """
 
     def __init__(self) -> None:
         self.curve_v0 = CURVE_V0
         self.plateau = pw.plateau_bounds()
         self.optimal_v0 = pw.optimal_v0()
-        self._grid_lock = threading.Lock()
-        self._sampled: tuple[Array, Array] | None = None
+        self._table_lock = threading.Lock()
+        self._table: wall_study.LossTable | None = None
         # set = compiled (or nothing to wait for); cleared while a background warm-up runs
         self._compiled: dict[str, threading.Event] = {
             stage: threading.Event()
@@ -258,18 +229,17 @@ class DemoModel:
         for event in self._compiled.values():
             event.set()
 
-    def _loss_grid(self) -> tuple[Array, Array]:
-        """The quadrature grid and the library's loss on it (simulated once)."""
-        with self._grid_lock:
-            if self._sampled is None:
-                grid = jnp.asarray(_QUAD_GRID)
-                self._sampled = (grid, pw.loss(grid))
-            return self._sampled
+    def loss_table(self) -> wall_study.LossTable:
+        """The library's loss tabulated for the smoothed curve (simulated once)."""
+        with self._table_lock:
+            if self._table is None:
+                self._table = wall_study.loss_table()
+            return self._table
 
     @property
     def curve_loss(self) -> np.ndarray:
         """The hard (time-stepped) loss on :data:`CURVE_V0`."""
-        return np.asarray(self._loss_grid()[1])[_CURVE_INDEX]
+        return np.asarray(self.loss_table().loss)[_CURVE_INDEX]
 
     def point(self, v0: float) -> Point:
         """Landing x, loss, whether the ball clears the wall, and the flight path at v₀."""
@@ -284,8 +254,8 @@ class DemoModel:
         F, L_tau = _curves(
             jnp.asarray(sigma, dt),
             jnp.asarray(tau, dt),
-            *self._loss_grid(),
-            jnp.asarray(self.curve_v0),
+            self.loss_table(),
+            jnp.asarray(self.curve_v0, dt),
         )
         return np.asarray(F), np.asarray(L_tau)
 
@@ -293,21 +263,20 @@ class DemoModel:
         """Every estimator's d loss/d v₀ at v₀ (fixed key: the estimates vary smoothly as
         v₀ moves), with standard errors, costs, and the smoothed loss's slope."""
         dt = jnp.result_type(float)
-        out = _gradients(
+        stacked, dF, F_v, L_tau = _gradients(
             jnp.asarray(v0, dt),
             jnp.asarray(sigma, dt),
             jnp.asarray(tau, dt),
             jax.random.PRNGKey(_KEY_GRADIENTS),
-            *self._loss_grid(),
+            self.loss_table(),
         )
-        est, se, evals, alpha, dF, F_v, L_tau = (np.asarray(o) for o in out)
         return Gradients(
             float(v0),
             tuple(ESTIMATOR_LABELS),
-            est,
-            se,
-            evals,
-            float(alpha),
+            np.asarray(stacked["estimate"]),
+            np.asarray(stacked["std_error"]),
+            np.asarray(stacked["num_evals"]),
+            np.asarray(stacked["alpha"]),
             float(dF),
             float(F_v),
             float(L_tau),
@@ -326,36 +295,22 @@ class DemoModel:
         )
 
     def optimize(self, v0: float, estimator: str, sigma: float, tau: float) -> OptimizeRun:
-        """Gradient descent (Adam, :data:`OPT_STEPS` steps) from v₀ with ``estimator``.
+        """Gradient descent from v₀ with ``estimator``: ``diffsim optimize``'s recipe,
+        :func:`diffsim.systems.wall_study.optimize_wall` (Adam, :data:`OPT_STEPS` steps,
+        cosine-decayed step size, :data:`OPT_SAMPLES` samples per estimate, key 0).
 
-        The randomized estimators start at σ and anneal it toward 0.02 m/s; ``"smoothed"``
-        descends the sigmoid-wall model with τ annealed the same way; ``"exact"`` descends
-        the hard loss with autodiff (and stays put on the plateau).
+        The randomized estimators start at σ and anneal it (cosine) toward
+        :data:`SIGMA_END`; ``"smoothed"`` descends the sigmoid-wall model with τ annealed
+        the same way; ``"exact"`` descends the hard loss with autodiff (and stays put on the
+        plateau). ``page.optimize(v0, "alpha", σ, τ)`` is ``diffsim optimize --v0 v0
+        --estimator alpha --sigma σ``.
         """
-        dt = jnp.result_type(float)
-        theta0 = jnp.asarray(v0, dt)
-        key = jax.random.PRNGKey(_KEY_OPTIMIZE)
-        est = _estimator_for(estimator, sigma)
-        if estimator == "smoothed":
-            r = optimize(
-                _smoothed_loss,
-                theta0,
-                est,
-                steps=OPT_STEPS,
-                key=key,
-                optimizer=_OPTIMIZER,
-                temperature_schedule=_Decay(jnp.asarray(tau, dt)),
-            )
-        else:
-            r = optimize(
-                pw.loss,
-                theta0,
-                est,
-                steps=OPT_STEPS,
-                key=key,
-                optimizer=_OPTIMIZER,
-                sigma_schedule=None if estimator == "exact" else _Decay(jnp.asarray(sigma, dt)),
-            )
+        r = wall_study.optimize_wall(
+            v0,
+            estimator_for(estimator, sigma, OPT_SAMPLES),
+            key=jax.random.PRNGKey(_KEY_OPTIMIZE),
+            temperature=tau if estimator == "smoothed" else None,
+        )
         theta = np.concatenate([np.asarray(r.history.theta), np.asarray(r.theta)[None]])
         final_v0 = float(r.theta)
         if not V0_MIN - 5 <= final_v0 <= V0_MAX + 5 or not math.isfinite(final_v0):

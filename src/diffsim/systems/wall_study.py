@@ -1,17 +1,22 @@
-"""Optimising the wall demo's launch speed with any gradient estimator (a shared recipe
-for the CLI, the comparison study and the tests)."""
+"""Optimising the wall demo's launch speed with any gradient estimator, and the
+Gaussian-smoothed loss the randomized estimators see (a shared recipe for the CLI, the web
+page, the comparison study and the tests)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jaxtyping import Array
 
+from .._checks import check_positive
 from ..estimators import Estimator
-from ..optimize import OptimizeResult, cosine_anneal, optimize
+from ..optimize import OptimizeResult, optimize
 from . import projectile_wall as pw
 
 SIGMA = 0.7
@@ -27,6 +32,10 @@ LR = 0.2
 LR_END_FRACTION = 0.05
 TOLERANCE_X = 0.05
 """Success: landing within 5 cm of the target."""
+TABLE_STEP = 0.005
+"""Spacing (m/s) of :func:`loss_table`'s v₀ grid."""
+TABLE_V_MAX = 23.0
+"""Top of :func:`loss_table`'s grid (m/s): 14 m/s + 6 σ for σ up to 1.5 m/s."""
 
 
 def wall_loss(model: str = "stepped") -> Callable[[Array], Array]:
@@ -48,6 +57,110 @@ def wall_landing_x(model: str = "stepped") -> Callable[[Array], Array]:
     raise ValueError(f"model must be 'stepped' or 'closed', got {model!r}")
 
 
+class LossTable(NamedTuple):
+    """The wall loss tabulated on a uniform grid of launch speeds (see :func:`loss_table`)."""
+
+    v0: Array
+    """The grid 0, Δ, 2Δ, … (m/s), shape (n,)."""
+    loss: Array
+    """The loss at each grid point, shape (n,)."""
+
+
+def loss_table(
+    model: str = "stepped", *, v_max: float = TABLE_V_MAX, step: float = TABLE_STEP
+) -> LossTable:
+    """The wall loss at v₀ = 0, ``step``, 2 ``step``, …, ``v_max`` m/s, for
+    :func:`gaussian_smoothed_loss` (one simulation per grid point, all in one call).
+
+    Raises:
+        ValueError: ``step`` or ``v_max`` not finite and > 0, or ``step > v_max``.
+    """
+    check_positive("step", step)
+    check_positive("v_max", v_max)
+    if step > v_max:
+        raise ValueError(f"step must be <= v_max, got step={step!r}, v_max={v_max!r}")
+    n = round(float(v_max) / float(step)) + 1
+    v0 = jnp.asarray(np.round(np.arange(n) * step, 9), jnp.result_type(float))
+    return LossTable(v0, wall_loss(model)(v0))
+
+
+def gaussian_smoothed_loss(v0: Any, sigma: Any, table: LossTable) -> Array:
+    r"""The Gaussian-smoothed wall loss :math:`F_σ(v_0) = \mathbb E_{w\sim N(0,1)}\,L(v_0 + σw)`,
+    the function whose gradient ZoBG, FoBG and AoBG estimate, by quadrature of ``table``.
+
+    .. math:: F_σ(v_0) ≈ \frac{\sum_i φ\big((v_i - v_0)/σ\big)\,L(v_i)}
+                             {\sum_i φ\big((v_i - v_0)/σ\big)}
+
+    over the grid points :math:`v_i` of ``table`` (φ the standard normal density). The
+    weights are normalised over the grid, so the result is a weighted mean of the tabulated
+    losses; it is accurate when the grid covers :math:`v_0 ± 6σ` and its spacing is small
+    next to σ (the default table: 5 mm/s on [0, 23] m/s, for σ ≥ 0.05 and v₀ ≤ 14 m/s).
+    Differentiable in ``v0`` and ``sigma`` (``jax.grad`` gives the slope :math:`dF_σ/dv_0`);
+    ``jit``/``vmap`` it freely: the table is an argument, so nothing recompiles.
+
+    Args:
+        v0: launch speed(s) in m/s, any shape.
+        sigma: σ in m/s (> 0), a scalar.
+        table: the tabulated loss, from :func:`loss_table`.
+
+    Returns:
+        :math:`F_σ` at each ``v0`` (shaped like ``v0``).
+
+    Raises:
+        ValueError: ``sigma`` not finite and > 0 (checked when concrete).
+
+    Example:
+        >>> from diffsim.systems import wall_study
+        >>> table = wall_study.loss_table("closed", v_max=14.0, step=0.01)
+        >>> F = wall_study.gaussian_smoothed_loss(8.5, 0.1, table)  # mid-plateau: L = 16
+        >>> round(float(F), 6)
+        16.0
+    """
+    check_positive("sigma", sigma)
+    v0 = jnp.asarray(v0, jnp.result_type(table.v0.dtype, float))
+    grid, values = table
+    z = (grid - v0[..., None]) / sigma
+    logw = -0.5 * z**2
+    w = jnp.exp(logw - jnp.max(logw, axis=-1, keepdims=True))
+    return jnp.sum(w * values, axis=-1) / jnp.sum(w, axis=-1)
+
+
+class CosineAnneal(eqx.Module):
+    r"""The annealing schedule of :func:`optimize_wall`,
+    :math:`s_k = e + \tfrac12 (s - e)\,(1 + \cos(π \min(k / (f K), 1)))` — the same as
+    :func:`diffsim.optimize.cosine_anneal`, but with the start :math:`s` and end :math:`e`
+    as arrays, so that :func:`diffsim.optimize` does not recompile for a new σ₀ or τ₀
+    (the web page's boxes).
+    """
+
+    start: Array
+    end: Array
+    span: float = eqx.field(static=True)
+    """f K, the number of steps over which s anneals (at least 1)."""
+
+    def __init__(self, start: Any, end: Any, num_steps: int, fraction: float = ANNEAL_FRACTION):
+        check_positive("start", start)
+        check_positive("end", end)
+        dtype = jnp.result_type(float)
+        self.start = jnp.asarray(start, dtype)
+        self.end = jnp.asarray(end, dtype)
+        self.span = max(fraction * num_steps, 1.0)
+
+    def __call__(self, k: Array) -> Array:
+        t = jnp.minimum(jnp.asarray(k) / self.span, 1.0)
+        return self.end + 0.5 * (self.start - self.end) * (1 + jnp.cos(jnp.pi * t))
+
+
+@functools.lru_cache(maxsize=16)
+def wall_optimizer(lr: float = LR, steps: int = STEPS) -> optax.GradientTransformation:
+    """Adam with the learning rate cosine-decayed from ``lr`` to 5 % of it over ``steps``.
+
+    One object per ``(lr, steps)``: :func:`diffsim.optimize` is compiled per optimizer
+    object, so repeated runs (the web page's Optimize button) reuse the compiled code.
+    """
+    return optax.adam(optax.cosine_decay_schedule(lr, steps, LR_END_FRACTION))
+
+
 def optimize_wall(
     v0: Any,
     estimator: Estimator,
@@ -59,6 +172,7 @@ def optimize_wall(
     sigma_end: float = SIGMA_END,
     anneal: bool = True,
     model: str = "stepped",
+    temperature: float | None = None,
     callback: Callable[[Array], None] | None = None,
 ) -> OptimizeResult:
     r"""Gradient descent on the launch speed from ``v0`` with ``estimator``.
@@ -70,17 +184,39 @@ def optimize_wall(
     at the end puts the minimum of :math:`F_σ` back on v₀* = √(10 g) ≈ 9.905 m/s (the
     cliff's jump term :math:`ΔL\,φ_σ(v_{clear} − v)` otherwise shifts it).
 
+    With ``temperature=τ₀`` (metres) the descent is on the sigmoid-wall model
+    :func:`diffsim.systems.projectile_wall.smoothed_loss` instead, its temperature annealed
+    from τ₀ to ``sigma_end`` by the same schedule (``model="stepped"`` only).
+
+    The schedule and the optimizer are built so that a second run with another ``v0``,
+    σ₀ or τ₀ reuses the compiled code (:class:`CosineAnneal`, :func:`wall_optimizer`).
     ``vmap`` it over ``v0`` (and ``key``) to run many starts at once.
     """
-    loss = wall_loss(model)
-    optimizer = optax.adam(optax.cosine_decay_schedule(lr, steps, LR_END_FRACTION))
+    theta0 = jnp.asarray(v0, dtype=jnp.result_type(float))
+    optimizer = wall_optimizer(float(lr), int(steps))
     schedule = None
     if anneal and hasattr(estimator, "sigma"):
-        start = float(estimator.sigma) if sigma is None else sigma
-        schedule = cosine_anneal(start, min(sigma_end, start), steps, ANNEAL_FRACTION)
+        start = estimator.sigma if sigma is None else sigma
+        schedule = CosineAnneal(start, jnp.minimum(sigma_end, start), steps)
+    if temperature is not None:
+        if model != "stepped":
+            raise ValueError(f"temperature needs model='stepped', got model={model!r}")
+        check_positive("temperature", temperature)
+        tau_end = jnp.minimum(sigma_end, temperature) if anneal else temperature
+        return optimize(
+            pw.smoothed_loss,
+            theta0,
+            estimator,
+            steps=steps,
+            key=key,
+            optimizer=optimizer,
+            sigma_schedule=schedule,
+            temperature_schedule=CosineAnneal(temperature, tau_end, steps),
+            callback=callback,
+        )
     return optimize(
-        loss,
-        jnp.asarray(v0, dtype=jnp.result_type(float)),
+        wall_loss(model),
+        theta0,
         estimator,
         steps=steps,
         key=key,

@@ -46,14 +46,24 @@ def unstack(a: Any) -> tuple[Any, ...]:
     )
 
 
+def stack_last(parts: Sequence[Any]) -> Any:
+    """Inverse of :func:`unstack`: a concatenation along a new last axis.
+
+    Not ``jnp.stack``: under ``vmap`` that stacks on the leading axis and transposes, which
+    XLA then cannot fold against the next step's split.
+    """
+    return jnp.concatenate([jnp.expand_dims(p, -1) for p in parts], axis=-1)
+
+
 def _ravel(tree: Any) -> tuple[Any, Callable[[Any], Any]]:
     """``ravel_pytree`` without its dtype check on the way back (steps may promote)."""
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     shapes = [jnp.shape(leaf) for leaf in leaves]
-    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in leaves]) if leaves else jnp.zeros(0)
     if len(leaves) == 1:
+        flat = jnp.ravel(leaves[0])
         shape = shapes[0]
         return flat, lambda f: jnp.reshape(f, shape)
+    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in leaves]) if leaves else jnp.zeros(0)
     sizes = [math.prod(s) for s in shapes]
     cuts = list(itertools.accumulate(sizes))[:-1]
 
@@ -105,7 +115,7 @@ class Coords:
 
     def stack(self) -> Any:
         """The coordinates re-assembled into the user's layout."""
-        flat = self.parts[0] if self.flat else jnp.stack(jnp.broadcast_arrays(*self.parts))
+        flat = self.parts[0] if self.flat else stack_last(jnp.broadcast_arrays(*self.parts))
         return self.unravel(flat)
 
     def __len__(self) -> int:

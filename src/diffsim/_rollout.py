@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ._checks import check_finite_tree, check_int, check_same_structure
-from ._coords import unstack
+from ._coords import stack_last, unstack
 from ._types import Inputs, Params, State
 
 Checkpoint = None | int | Sequence[int] | Literal["sqrt", "recursive"]
@@ -122,7 +122,7 @@ def to_carry(state: State) -> Any:
 def from_carry(carry: Any, like: State) -> State:
     """Inverse of :func:`to_carry` (``like`` gives the layout)."""
     return jax.tree_util.tree_map(
-        lambda a, c: jnp.stack(c, axis=-1) if isinstance(c, tuple) else c,
+        lambda a, c: stack_last(c) if isinstance(c, tuple) else c,
         like,
         carry,
     )

@@ -32,8 +32,11 @@ DIFFSIM_OPTIONS: dict = {}
 """``diffsim.rollout`` options the diffsim row uses: the defaults. ``unroll=4`` halves the
 forward time at N = 65536 but slows the gradient (up to 3x at N = 4096), so it is left off;
 see docs/benchmarks.md."""
+DIFFSIM_FORWARD_OPTIONS: dict = {"unroll": 4}
+"""Options of the forward-mode row (``diffsim.value_and_grad``): forward mode keeps no
+residuals, so a longer unrolled loop body costs no memory traffic and saves loop overhead."""
 
-FRAMEWORKS = ("diffsim", "jax", "compiled-C", "numpy", "warp", "taichi", "torch")
+FRAMEWORKS = ("diffsim", "diffsim-fwd", "jax", "compiled-C", "numpy", "warp", "taichi", "torch")
 """The default rows: each framework's fastest variant."""
 EXTRA_FRAMEWORKS = ("warp-tape",)
 """Rows run only when asked for (``--frameworks``): slower variants kept for reference."""
@@ -67,6 +70,10 @@ def make_impl(name: str, n: int, steps: int):
         from ._jax_impls import DiffsimImpl
 
         return DiffsimImpl(n, steps, **DIFFSIM_OPTIONS)
+    if name == "diffsim-fwd":
+        from ._jax_impls import DiffsimForwardImpl
+
+        return DiffsimForwardImpl(n, steps, **DIFFSIM_FORWARD_OPTIONS)
     if name == "jax":
         from ._jax_impls import PlainJaxImpl
 

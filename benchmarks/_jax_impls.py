@@ -52,6 +52,9 @@ def ball_loss(step, steps: int, **rollout_options):
 class _JaxLoss:
     """A JAX loss ``loss(vy0, x0, y0, vx0)``, jitted for the forward and for value-and-grad."""
 
+    threads = 1
+    """XLA's CPU intra-op threading is off (``benchmarks._harness.XLA_FLAGS``)."""
+
     def __init__(self, n: int, loss) -> None:
         x0, y0, vx0, vy0 = (jnp.asarray(a) for a in initial_state(n))
         self._args = (vy0, x0, y0, vx0)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
@@ -139,12 +139,12 @@ def value_and_grad(
         chosen, reason = choose_mode(per_system, mode)
     else:
         chosen, reason = choose_mode(sum(int(jnp.size(leaf)) for leaf in leaves), mode)
-    value, grad = _value_and_grad_jit(fun, theta, args, chosen, bool(batched))
+    value, grad = _value_and_grad_jit(theta, args, fun=fun, mode=chosen, batched=bool(batched))
     return Gradient(value, grad, chosen, reason)
 
 
-@eqx.filter_jit
-def _value_and_grad_jit(fun, theta, args, mode, batched):
+@functools.partial(jax.jit, static_argnames=("fun", "mode", "batched"))
+def _value_and_grad_jit(theta, args, fun, mode, batched):
     if batched:
         return jax.vmap(lambda t, a: _one(fun, t, a, mode))(theta, args)
     return _one(fun, theta, args, mode)

@@ -1,0 +1,81 @@
+"""diffsim.value_and_grad: forward and reverse mode agree with each other and with finite
+differences, the mode is chosen from the parameters per system, bad input is named."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffsim
+from diffsim.contact import Plane, Restitution, WithContact
+from diffsim.integrators import SemiImplicitEuler
+
+STEP = WithContact(
+    SemiImplicitEuler(lambda x, v, th: jnp.stack([0.0 * th["g"], -th["g"]]), h=0.01),
+    Restitution(Plane.ground(2), e=0.8, toi=True),
+)
+
+
+def ball_loss(theta, p0):
+    """Final height after 1 s of a ball thrown with velocity theta["v0"] (bounces once)."""
+    pT, _ = diffsim.rollout(STEP, (p0, theta["v0"]), {"g": theta["g"]}, 100, trajectory=False)
+    return (pT[0] - 1.0) ** 2 + pT[1] ** 2
+
+
+def test_forward_equals_reverse_equals_finite_differences():
+    theta = {"v0": jnp.array([0.7, 1.3]), "g": jnp.asarray(9.81)}
+    p0 = jnp.array([0.0, 1.0])
+    fwd = diffsim.value_and_grad(ball_loss, theta, p0, mode="forward")
+    rev = diffsim.value_and_grad(ball_loss, theta, p0, mode="reverse")
+    assert (fwd.mode, rev.mode) == ("forward", "reverse")
+    assert float(fwd.value) == pytest.approx(float(ball_loss(theta, p0)), rel=1e-12)
+    for k in theta:
+        np.testing.assert_allclose(fwd.grad[k], rev.grad[k], rtol=1e-10, atol=1e-12)
+    eps = 1e-6
+    for k, i in (("v0", 0), ("v0", 1), ("g", None)):
+        e = jnp.zeros_like(theta[k]) if i is None else jnp.zeros(2).at[i].set(eps)
+        e = e + eps if i is None else e
+        up = {**theta, k: theta[k] + e}
+        dn = {**theta, k: theta[k] - e}
+        fd = (ball_loss(up, p0) - ball_loss(dn, p0)) / (2 * eps)
+        got = fwd.grad[k] if i is None else fwd.grad[k][i]
+        assert float(got) == pytest.approx(float(fd), rel=1e-6, abs=1e-9)
+
+
+def test_auto_picks_forward_for_few_parameters_and_reverse_for_many():
+    few = diffsim.value_and_grad(lambda t: jnp.sum(t**2), jnp.ones(3))
+    many = diffsim.value_and_grad(lambda t: jnp.sum(t**2), jnp.ones(40))
+    assert few.mode == "forward" and "3 parameter(s)" in few.reason
+    assert many.mode == "reverse" and "40 parameters" in many.reason
+    np.testing.assert_allclose(few.grad, 2 * np.ones(3))
+    np.testing.assert_allclose(many.grad, 2 * np.ones(40))
+
+
+def test_batched_is_vmap_of_the_per_system_gradient():
+    key = jax.random.PRNGKey(0)
+    v0 = jax.random.uniform(key, (16, 2), minval=-2.0, maxval=2.0)
+    g = jnp.full((16,), 9.81)
+    p0 = jnp.tile(jnp.array([0.0, 1.0]), (16, 1))
+    res = diffsim.value_and_grad(ball_loss, {"v0": v0, "g": g}, p0, batched=True)
+    assert res.mode == "forward" and res.value.shape == (16,)
+    ref = jax.vmap(jax.value_and_grad(ball_loss))({"v0": v0, "g": g}, p0)
+    np.testing.assert_allclose(res.value, ref[0], rtol=1e-12)
+    np.testing.assert_allclose(res.grad["v0"], ref[1]["v0"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res.grad["g"], ref[1]["g"], rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "theta", "exc", "match"),
+    [
+        ({"mode": "sideways"}, jnp.ones(2), ValueError, "mode"),
+        ({}, jnp.arange(3), TypeError, "floating-point"),
+        ({}, {}, ValueError, "at least one array"),
+        ({"batched": True}, jnp.asarray(1.0), ValueError, "leading axis"),
+        ({"batched": True}, {"a": jnp.ones(3), "b": jnp.ones(4)}, ValueError, "leading axis"),
+    ],
+)
+def test_bad_input_is_named(kwargs, theta, exc, match):
+    with pytest.raises(exc, match=match):
+        diffsim.value_and_grad(lambda t: 0.0, theta, **kwargs)

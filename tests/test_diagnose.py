@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from diffsim import check_grad, diagnose, diagnose_rollout
-from diffsim.battery import battery_table, run_battery
+from diffsim import check_grad, diagnose, diagnose_rollout, rollout, rollout_jacobian
 from diffsim.cli import app
+from diffsim.doctor import FLAGS, PRESETS, RULES, battery_table, recommend, run_battery
 from diffsim.systems import double_pendulum
 from diffsim.systems import stiff_contact as sc
 
@@ -155,6 +155,52 @@ def test_stiff_contact_flagged_from_samples_and_from_the_rollout():
     assert roll.flags[0].evidence["concentration"] >= 0.5
 
 
+def _swing(s, theta, u=0.0):
+    """A swing pumped through its stiffness, k − u_t (semi-implicit Euler, h = 0.05)."""
+    x, v = s
+    v = v - 0.05 * (theta["k"] - u) * x
+    return (x + 0.05 * v, v)
+
+
+def test_rollout_jacobian_sees_the_per_step_inputs():
+    # pumped at twice its frequency the swing is unstable (Mathieu): the Jacobian grows
+    # exponentially only through the inputs; a step called without them (u = 0, as the
+    # doctor's former private product scan did) is a stable oscillator
+    T, s0, theta = 400, (1.0, 0.0), {"k": 1.0}
+    pump = 1.5 * jnp.cos(2 * 0.05 * jnp.arange(T))
+    pumped = diagnose_rollout(_swing, s0, theta, T, lambda s: s[0], KEY, wrt="s0", inputs=pump)
+    still = diagnose_rollout(_swing, s0, theta, T, lambda s: s[0], KEY, wrt="s0")
+    assert pumped.flag_names == ("chaos",) and pumped.measurements["jacobian_growth"] > 100
+    assert still.flag_names == () and still.measurements["jacobian_growth"] < 2
+
+    def final_state(y, t):
+        s_t = rollout(_swing, (y[0], y[1]), theta, t, inputs=pump[:t], trajectory=False)
+        return jnp.stack(s_t)
+
+    m = pumped.measurements
+    for t, norm in zip(m["horizons"], m["jacobian_norms"]):
+        autodiff = jax.jacfwd(final_state)(jnp.array(s0), t)
+        product, _ = rollout_jacobian(_swing, s0, theta, t, method="product", inputs=pump[:t])
+        np.testing.assert_allclose(norm, np.linalg.norm(autodiff, 2), rtol=1e-12)
+        np.testing.assert_allclose(norm, np.linalg.norm(product, 2), rtol=1e-12)
+    # and central differences of the rollout itself (linear in s0: only rounding error)
+    y0, delta = np.array(s0), 1e-6
+    fd = [(final_state(y0 + delta * e, T) - final_state(y0 - delta * e, T)) / (2 * delta)
+          for e in np.eye(2)]  # fmt: skip
+    np.testing.assert_allclose(m["jacobian_norms"][-1], np.linalg.norm(np.stack(fd, 1), 2),
+                               rtol=1e-7)  # fmt: skip
+
+
+def test_rules_are_the_flags_and_order_the_advice():
+    assert tuple(r.name for r in RULES) == FLAGS
+    assert FLAGS == ("non_finite", "plateau", "jump", "stiffness", "chaos")
+    everything = recommend(FLAGS, 0.1)
+    # one piece of advice per flag, the most urgent first: NaN, horizon, jump, plateau, ...
+    at = {r.name: everything.index(r.advise(frozenset(FLAGS), 0.1)) for r in RULES}
+    assert sorted(at, key=at.get) == ["non_finite", "chaos", "jump", "plateau", "stiffness"]
+    assert recommend(["plateau"], 0.1) != recommend(["plateau", "jump"], 0.1)
+
+
 # --- the battery and the CLI --------------------------------------------------------------
 @pytest.mark.slow
 def test_battery_has_no_false_alarms_and_no_misses():
@@ -165,7 +211,7 @@ def test_battery_has_no_false_alarms_and_no_misses():
     assert sum(len(r["misses"]) for r in rows) == 0, table
     # each flag is exercised by at least one case
     raised = {f for r in rows for f in r["flags"]}
-    assert raised == {"plateau", "jump", "stiffness", "chaos", "non_finite"}
+    assert raised == set(FLAGS)
 
 
 @pytest.mark.slow
@@ -173,6 +219,15 @@ def test_held_out_battery_has_no_false_alarms_and_no_misses():
     rows = run_battery(which="held_out")
     table = battery_table(rows)
     assert sum(len(r["false_alarms"]) + len(r["misses"]) for r in rows) == 0, table
+
+
+def test_cli_systems_are_the_doctor_presets():
+    assert list(PRESETS) == ["wall", "bounce", "stiff", "double-pendulum", "pendulum",
+                             "free-particle"]  # fmt: skip
+    out = CliRunner().invoke(app, ["diagnose", "--system", "nope"])
+    assert out.exit_code == 2
+    message = " ".join(out.output.replace("│", " ").split())
+    assert "is not one of " + ", ".join(f"'{name}'" for name in PRESETS) in message
 
 
 def test_cli_diagnose_json_and_bad_input():

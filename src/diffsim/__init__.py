@@ -17,11 +17,11 @@ from ._jacobians import rollout_jacobian as rollout_jacobian
 from ._jacobians import step_jacobian as step_jacobian
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
-from .diagnose import Diagnosis as Diagnosis
-from .diagnose import GradCheck as GradCheck
-from .diagnose import check_grad as check_grad
-from .diagnose import diagnose as diagnose
-from .diagnose import diagnose_rollout as diagnose_rollout
+from .doctor import Diagnosis as Diagnosis
+from .doctor import GradCheck as GradCheck
+from .doctor import check_grad as check_grad
+from .doctor import diagnose as diagnose
+from .doctor import diagnose_rollout as diagnose_rollout
 from .optimize import OptimizeResult as OptimizeResult
 from .optimize import optimize as optimize
 

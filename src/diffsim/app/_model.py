@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from ..diagnose import Diagnosis, diagnose
+from ..doctor import Diagnosis, diagnose
 from ..estimators import Estimator, Exact, make_estimator
 from ..systems import projectile_wall as pw
 from ..systems import wall_study

@@ -3,72 +3,39 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import jax
-import jax.numpy as jnp
 import typer
 from rich.table import Table
 
-from ..battery import battery_table, run_battery
-from ..diagnose import Diagnosis, diagnose, diagnose_rollout
-from ..systems import bouncing_ball as bb
-from ..systems import double_pendulum, free_particle, pendulum
-from ..systems import projectile_wall as pw
-from ..systems import stiff_contact as sc
+from ..doctor import PRESETS, Diagnosis, battery_table, run_battery
 from ._common import app, console, handle_errors, print_json, require_finite
 
+if TYPE_CHECKING:  # to a type checker, a str Enum; its members are made from PRESETS below
 
-class DoctorSystem(str, Enum):
-    wall = "wall"
-    bounce = "bounce"
-    stiff = "stiff"
-    double_pendulum = "double-pendulum"
-    pendulum = "pendulum"
-    free_particle = "free-particle"
+    class DoctorSystem(str, Enum): ...
+
+else:  # the choices of --system are the doctor's presets (defined once, in diffsim.doctor)
+    DoctorSystem = Enum("DoctorSystem", [(n.replace("-", "_"), n) for n in PRESETS], type=str)
 
 
 def _run(system: DoctorSystem, v0, k, steps, toi, sigma, samples, key) -> Diagnosis:
     opts = {"num_samples": samples}
     if sigma is not None:
         opts["sigma"] = sigma
-    if system is DoctorSystem.wall:
-        lo, hi = 4.0, pw.V0_MAX
-        if not lo <= v0 <= hi:
-            raise ValueError(f"v0 must be in [{lo}, {hi}] m/s, got {v0}")
-        return diagnose(pw.loss, jnp.asarray(v0), key, **opts)
-    if system is DoctorSystem.bounce:
-        sys = bb.bouncing_ball(h=1 / 240, toi=toi)
-        T = steps or 240
-        return diagnose_rollout(sys.step, sys.s0, sys.theta, T, lambda s: s[0], key, wrt="s0",
-                                **opts)  # fmt: skip
-    if system is DoctorSystem.stiff:
-        if not k > 0:
-            raise ValueError(f"k must be finite and > 0, got {k}")
-        sys = sc.stiff_contact(k=k)
-        T = steps or 240
-        return diagnose_rollout(sys.step, sys.s0, sys.theta, T, lambda s: s[0], key, wrt="s0",
-                                **opts)  # fmt: skip
-    if system is DoctorSystem.double_pendulum:
-        sys = double_pendulum()
-        T = steps or 800
-        return diagnose_rollout(
-            sys.step, sys.s0, sys.theta, T, lambda s: jnp.cos(s[0][1]), key, wrt="s0", **opts
-        )
-    if system is DoctorSystem.pendulum:
-        sys = pendulum(h=0.01, angle0=2.5, damping=0.1)
-        T = steps or 1000
-        return diagnose_rollout(sys.step, sys.s0, sys.theta, T, lambda s: s[0] ** 2, key,
-                                wrt="s0", **opts)  # fmt: skip
-    sys = free_particle(h=1 / 60, v0=3.0)
-    T = steps or 120
-    return diagnose_rollout(sys.step, sys.s0, sys.theta, T, lambda s: (s[0] - 1.0) ** 2, key,
-                            wrt="s0", **opts)  # fmt: skip
+    preset = PRESETS[system.value]
+    given = {"v0": v0, "k": k, "steps": steps, "toi": toi}
+    check = preset.build(**{name: given[name] for name in preset.settings})
+    return check(key, **opts)
 
 
 @app.command("diagnose")
 @handle_errors
 def diagnose_cmd(
-    system: DoctorSystem = typer.Option(DoctorSystem.wall, "--system", help="System to examine."),
+    system: DoctorSystem = typer.Option(
+        DoctorSystem("wall"), "--system", help="System to examine."
+    ),
     v0: float = typer.Option(8.0, "--v0", help="wall: launch speed in m/s, in [4, 14]."),
     k: float = typer.Option(1e5, "--k", help="stiff: penalty stiffness in N/m (> 0)."),
     steps: int = typer.Option(0, "--steps", help="Rollout horizon T (0: the system's default)."),

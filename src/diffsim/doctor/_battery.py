@@ -1,25 +1,33 @@
-"""The gradient doctor's validation battery: cases whose right answer is known.
+"""The gradient doctor's validation battery, and its presets.
 
 Each case builds a loss (or a rollout) at a point where we know, from the physics, which
 flags a correct diagnosis raises. :func:`run_battery` diagnoses every case and reports the
 false alarms (flags raised that should not be) and the misses (flags that should be raised
 but are not). ``diffsim diagnose --battery`` prints the table in the README.
+
+The presets (:data:`PRESETS`) are the built-in systems ``diffsim diagnose --system`` examines;
+the battery's cases on those systems are the same presets at chosen settings.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 
-from .diagnose import Diagnosis, diagnose, diagnose_rollout
-from .systems import bouncing_ball as bb
-from .systems import double_pendulum, free_particle, nonlinear_spring, pendulum
-from .systems import mass_spring as ms
-from .systems import projectile_wall as pw
-from .systems import stiff_contact as sc
+from ..systems import bouncing_ball as bb
+from ..systems import double_pendulum, free_particle, nonlinear_spring, pendulum
+from ..systems import mass_spring as ms
+from ..systems import projectile_wall as pw
+from ..systems import stiff_contact as sc
+from ._diagnose import Diagnosis, diagnose, diagnose_rollout
+
+Check = Callable[..., Diagnosis]
+"""``check(key, **options) -> Diagnosis``: a diagnosis waiting for its PRNG key (options
+go to :func:`~diffsim.diagnose`: ``sigma``, ``num_samples``, ...)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,61 +37,116 @@ class Case:
     name: str
     expected: frozenset[str]
     why: str
-    run: Callable[[jax.Array], Diagnosis]
+    run: Check
 
 
-def _wall(v0: float) -> Callable[[jax.Array], Diagnosis]:
-    return lambda key: diagnose(pw.loss, jnp.asarray(v0), key)
-
-
-def _bounce(toi: bool) -> Callable[[jax.Array], Diagnosis]:
-    sys = bb.bouncing_ball(h=1 / 240, toi=toi)
-    return lambda key: diagnose_rollout(sys.step, sys.s0, sys.theta, 240, _height, key, wrt="s0")
+# ---------------------------------------------------------------------------------------
+# presets: the built-in systems, each at a point, with the loss the doctor examines
+# ---------------------------------------------------------------------------------------
 
 
 def _height(s):
     return s[0]
 
 
-def _stiff(k: float) -> Callable[[jax.Array], Diagnosis]:
-    sys = sc.stiff_contact(k=k)
-    return lambda key: diagnose_rollout(sys.step, sys.s0, sys.theta, 240, _height, key, wrt="s0")
-
-
 def _cos_lower_angle(s):
     return jnp.cos(s[0][1])
-
-
-def _double_pendulum(T: int) -> Callable[[jax.Array], Diagnosis]:
-    sys = double_pendulum()
-    return lambda key: diagnose_rollout(
-        sys.step, sys.s0, sys.theta, T, _cos_lower_angle, key, wrt="s0"
-    )
 
 
 def _final_angle_sq(s):
     return s[0] ** 2
 
 
-def _pendulum() -> Callable[[jax.Array], Diagnosis]:
-    sys = pendulum(h=0.01, angle0=2.5, damping=0.1)
-    return lambda key: diagnose_rollout(
-        sys.step, sys.s0, sys.theta, 1000, _final_angle_sq, key, wrt="s0"
-    )
-
-
 def _miss_distance(s):
     return (s[0] - 1.0) ** 2
 
 
-def _free_particle() -> Callable[[jax.Array], Diagnosis]:
-    sys = free_particle(h=1 / 60, v0=3.0)
-    return lambda key: diagnose_rollout(
-        sys.step, sys.s0, sys.theta, 120, _miss_distance, key, wrt="s0"
+def _wall(v0: float = 8.0) -> Check:
+    """Projectile over the wall, d loss / d v0 at launch speed ``v0`` (m/s, in [4, 14])."""
+    lo, hi = 4.0, pw.V0_MAX
+    if not lo <= v0 <= hi:
+        raise ValueError(f"v0 must be in [{lo}, {hi}] m/s, got {v0}")
+    return lambda key, **options: diagnose(pw.loss, jnp.asarray(v0), key, **options)
+
+
+def _bounce(toi: bool = True, steps: int | None = None) -> Check:
+    """Bouncing ball (h = 1/240), d y_T / d y0 over ``steps`` (default 240) steps."""
+    sys = bb.bouncing_ball(h=1 / 240, toi=toi)
+    T = steps or 240
+    return lambda key, **options: diagnose_rollout(
+        sys.step, sys.s0, sys.theta, T, _height, key, wrt="s0", **options
     )
 
 
-def _mass_spring() -> Callable[[jax.Array], Diagnosis]:
+def _stiff(k: float = 1e5, steps: int | None = None) -> Check:
+    """Penalty contact of stiffness ``k`` (N/m, > 0), d y_T / d y0 (default T = 240)."""
+    if not (math.isfinite(k) and k > 0):
+        raise ValueError(f"k must be finite and > 0, got {k}")
+    sys = sc.stiff_contact(k=k)
+    T = steps or 240
+    return lambda key, **options: diagnose_rollout(
+        sys.step, sys.s0, sys.theta, T, _height, key, wrt="s0", **options
+    )
+
+
+def _double_pendulum(steps: int | None = None) -> Check:
+    """Double pendulum, d cos(lower angle at T) / d s0 (default T = 800, 8 s: chaotic)."""
+    sys = double_pendulum()
+    T = steps or 800
+    return lambda key, **options: diagnose_rollout(
+        sys.step, sys.s0, sys.theta, T, _cos_lower_angle, key, wrt="s0", **options
+    )
+
+
+def _pendulum(steps: int | None = None) -> Check:
+    """Damped pendulum from 2.5 rad, d angle_T² / d s0 (default T = 1000)."""
+    sys = pendulum(h=0.01, angle0=2.5, damping=0.1)
+    T = steps or 1000
+    return lambda key, **options: diagnose_rollout(
+        sys.step, sys.s0, sys.theta, T, _final_angle_sq, key, wrt="s0", **options
+    )
+
+
+def _free_particle(steps: int | None = None) -> Check:
+    """Free particle, d (x_T − 1)² / d s0 (default T = 120)."""
+    sys = free_particle(h=1 / 60, v0=3.0)
+    T = steps or 120
+    return lambda key, **options: diagnose_rollout(
+        sys.step, sys.s0, sys.theta, T, _miss_distance, key, wrt="s0", **options
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A built-in system for the doctor: ``build(**settings)`` returns a :data:`Check`;
+    ``settings`` names the ones it takes (of ``v0``, ``k``, ``toi``, ``steps``; a
+    ``steps`` of 0 or ``None`` means the preset's own horizon)."""
+
+    name: str
+    settings: tuple[str, ...]
+    build: Callable[..., Check]
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset("wall", ("v0",), _wall),
+        Preset("bounce", ("toi", "steps"), _bounce),
+        Preset("stiff", ("k", "steps"), _stiff),
+        Preset("double-pendulum", ("steps",), _double_pendulum),
+        Preset("pendulum", ("steps",), _pendulum),
+        Preset("free-particle", ("steps",), _free_particle),
+    )
+}
+"""The presets by name, in the order ``diffsim diagnose --system`` lists them."""
+
+
+# ---------------------------------------------------------------------------------------
+# the battery
+# ---------------------------------------------------------------------------------------
+
+
+def _mass_spring() -> Check:
     sys = ms.mass_spring(3)
     inputs = ms.drive(300, 0.01)
     observed = ms.observe(sys, sys.theta, inputs)
@@ -139,20 +202,20 @@ def cases() -> list[Case]:
     ]  # fmt: skip
 
 
-def _duffing() -> Callable[[jax.Array], Diagnosis]:
+def _duffing() -> Check:
     sys = nonlinear_spring(h=0.01, x0=1.5)
     return lambda key: diagnose_rollout(
         sys.step, sys.s0, sys.theta, 2000, _final_angle_sq, key, wrt="s0"
     )
 
 
-def _bounce_variant(toi: bool, h: float, e: float) -> Callable[[jax.Array], Diagnosis]:
+def _bounce_variant(toi: bool, h: float, e: float) -> Check:
     sys = bb.bouncing_ball(h=h, toi=toi, e=e)
     T = round(1.0 / h)
     return lambda key: diagnose_rollout(sys.step, sys.s0, sys.theta, T, _height, key, wrt="s0")
 
 
-def _synthetic(loss, theta, sigma) -> Callable[[jax.Array], Diagnosis]:
+def _synthetic(loss, theta, sigma) -> Check:
     return lambda key: diagnose(loss, jnp.asarray(theta), key, sigma=sigma)
 
 

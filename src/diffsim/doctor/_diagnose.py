@@ -1,0 +1,424 @@
+r"""The gradient doctor: can the gradient at θ be trusted, why not, and what to use instead.
+
+Two tools:
+
+* :func:`check_grad` — autodiff against central finite differences over several step
+  sizes, with a pass/fail verdict per component (the basic check every engine should ship).
+* :func:`diagnose` — for any scalar JAX loss over a pytree θ, measures, in one jitted and
+  vmapped batch, the exact gradient, directional finite differences over a ladder of step
+  sizes, and independent first-order (FoBG) and zeroth-order (ZoBG) samples of the
+  Gaussian-smoothed gradient at scale σ (``_measure.py``); :func:`diagnose_rollout` adds
+  what only a rollout shows: the growth of the rollout Jacobian with the horizon. From
+  these the rules (``_rules.py``, one per flag) raise flags, each with the evidence that
+  triggered it:
+
+  ``non_finite``  NaN or inf in the loss, the gradient, or any perturbed evaluation.
+  ``plateau``     the exact gradient is (near) zero and the loss is locally flat, yet the
+                  smoothed gradient is significantly non-zero (|ḡ⁰| > z·SE): the loss
+                  changes within σ but autodiff cannot see it.
+  ``jump``        FoBG and ZoBG disagree beyond their confidence bound
+                  (|ḡ¹ − ḡ⁰| > z·SE, componentwise; the AoBG bias gap B against ε), or
+                  central differences grow like 1/δ as δ shrinks: a discontinuity.
+  ``stiffness``   rare, huge first-order samples: per-sample gradients far larger than the
+                  loss changes they should explain (ρ = max‖∇L(θ+σw)‖·σ / max|ΔL|) with
+                  heavy tails (excess kurtosis), i.e. empirical bias with low apparent
+                  variance — an enormous, short-lived derivative.
+  ``chaos``       the rollout Jacobian's norm grows exponentially with the horizon (more
+                  than ``chaos_growth``-fold between T/8 and T, where polynomial growth of
+                  degree 2 would give 64-fold); the rate λ is the slope of its logarithm
+                  over the second half of the horizon.
+
+The report recommends an estimator or fix and says whether the exact gradient can be
+trusted (no flags). Its cost is fixed and stated: ``1 + 2·k·m + N`` loss and ``1 + N``
+gradient evaluations for k directions, m step sizes and N samples per family.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_int, check_positive
+from .._rollout import rollout
+from .._types import Inputs
+from ..estimators.base import flatten_loss
+from ._measure import Measurements, horizon_growth, measure, sensitivity_profile
+from ._rules import Flag, Thresholds, decide, recommend
+
+# ---------------------------------------------------------------------------------------
+# check_grad
+# ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class GradCheck:
+    """Autodiff against central finite differences, per component of raveled θ.
+
+    Attributes:
+        autodiff: the autodiff gradient (d,).
+        finite_differences: central differences (m, d), one row per step size.
+        steps: the step sizes δ (m,), absolute.
+        abs_error: ``min_j |fd_j − autodiff|`` per component (d,).
+        rel_error: that error over ``max(|autodiff|, |fd|, atol)`` (d,).
+        passed: per-component verdict, ``abs_error <= atol + rtol·|autodiff|`` (d,).
+        ok: all components passed.
+        evaluations: loss evaluations (2·m·d) and gradient evaluations (1).
+    """
+
+    autodiff: np.ndarray
+    finite_differences: np.ndarray
+    steps: np.ndarray
+    abs_error: np.ndarray
+    rel_error: np.ndarray
+    passed: np.ndarray
+    ok: bool
+    evaluations: dict[str, int]
+
+    def __str__(self) -> str:
+        lines = [f"check_grad: {'PASS' if self.ok else 'FAIL'}"]
+        lines.append(f"{'i':>4} {'autodiff':>14} {'best FD':>14} {'rel err':>10}  verdict")
+        best = np.argmin(np.abs(self.finite_differences - self.autodiff), axis=0)
+        for i, ad in enumerate(self.autodiff):
+            fd = self.finite_differences[best[i], i]
+            verdict = "ok" if self.passed[i] else "MISMATCH"
+            lines.append(f"{i:>4} {ad:>14.6g} {fd:>14.6g} {self.rel_error[i]:>10.2e}  {verdict}")
+        return "\n".join(lines)
+
+
+@eqx.filter_jit
+def _check_grad_jit(loss, theta, steps):
+    f, x, _ = flatten_loss(loss, theta)
+    g = jax.grad(f)(x)
+    d = x.shape[0]
+    eye = jnp.eye(d, dtype=x.dtype)
+    scale = jnp.maximum(1.0, jnp.abs(x))
+    deltas = steps[:, None] * scale[None, :]  # (m, d)
+    plus = x[None, None, :] + deltas[..., None] * eye[None]
+    minus = x[None, None, :] - deltas[..., None] * eye[None]
+    fp = jax.vmap(jax.vmap(f))(plus)
+    fm = jax.vmap(jax.vmap(f))(minus)
+    return g, (fp - fm) / (2 * deltas), deltas
+
+
+def check_grad(
+    loss: Callable[[Any], Any],
+    theta: Any,
+    *,
+    steps: Sequence[float] = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5),
+    rtol: float | None = None,
+    atol: float = 1e-6,
+) -> GradCheck:
+    r"""Compare the autodiff gradient of ``loss`` at ``theta`` with central differences.
+
+    For each component i and relative step :math:`s_j`, :math:`δ_{ij} = s_j \max(1, |θ_i|)`
+    and :math:`\mathrm{fd}_{ij} = (L(θ + δ_{ij} e_i) − L(θ − δ_{ij} e_i)) / 2δ_{ij}`. A
+    component passes when the best step agrees: :math:`\min_j |\mathrm{fd}_{ij} − g_i| ≤
+    \mathrm{atol} + \mathrm{rtol}\,|g_i|` — truncation error falls with δ and rounding error
+    grows, so one of several steps lands between them.
+
+    Args:
+        loss: scalar loss ``L(theta)``.
+        theta: parameters (pytree), finite.
+        steps: relative step sizes (each > 0).
+        rtol: relative tolerance; default 1e-5 in float64, 2e-2 in float32.
+        atol: absolute tolerance (>= 0).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim import check_grad
+        >>> check_grad(lambda t: jnp.sin(t["a"]) * t["b"], {"a": 0.3, "b": 2.0}).ok
+        True
+    """
+    steps_arr = np.asarray(steps, dtype=float)
+    if steps_arr.ndim != 1 or steps_arr.size == 0 or not np.all(steps_arr > 0):
+        raise ValueError(f"steps must be a non-empty sequence of numbers > 0, got {steps!r}")
+    if atol < 0 or not math.isfinite(atol):
+        raise ValueError(f"atol must be finite and >= 0, got {atol}")
+    g, fd, deltas = _check_grad_jit(loss, theta, jnp.asarray(steps_arr))
+    g, fd, deltas = np.asarray(g), np.asarray(fd), np.asarray(deltas)
+    if rtol is None:
+        rtol = 1e-5 if g.dtype == np.float64 else 2e-2
+    err = np.abs(fd - g[None, :])
+    err = np.where(np.isfinite(err), err, np.inf)
+    abs_error = err.min(axis=0)
+    denom = np.maximum(np.maximum(np.abs(g), np.abs(fd).min(axis=0)), atol)
+    passed = abs_error <= atol + rtol * np.abs(g)
+    passed &= np.isfinite(g)
+    return GradCheck(
+        autodiff=g,
+        finite_differences=fd,
+        steps=deltas,
+        abs_error=abs_error,
+        rel_error=abs_error / np.where(denom > 0, denom, 1.0),
+        passed=passed,
+        ok=bool(np.all(passed)),
+        evaluations={"loss": int(fd.size * 2), "grad": 1},
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# diagnose
+# ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnosis:
+    """The doctor's report.
+
+    Attributes:
+        verdict: ``"trusted"`` (no flags: the exact gradient can be used) or ``"untrusted"``.
+        flags: the flags raised, each with its evidence.
+        recommendation: what to use instead (or that the exact gradient is fine).
+        exact_gradient_trusted: ``verdict == "trusted"``.
+        evaluations: ``{"loss": ..., "grad": ...}`` — the whole cost of the diagnosis.
+        measurements: every number the flags were decided on.
+    """
+
+    verdict: Literal["trusted", "untrusted"]
+    flags: tuple[Flag, ...]
+    recommendation: str
+    evaluations: dict[str, int]
+    measurements: dict[str, Any]
+
+    @property
+    def exact_gradient_trusted(self) -> bool:
+        return self.verdict == "trusted"
+
+    @property
+    def flag_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.flags)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``verdict``, ``flags``, ``recommendation``, ``evaluations``,
+        ``evidence`` (per flag) and ``measurements``."""
+        return {
+            "verdict": self.verdict,
+            "flags": list(self.flag_names),
+            "recommendation": self.recommendation,
+            "evaluations": dict(self.evaluations),
+            "evidence": {f.name: dict(f.evidence) for f in self.flags},
+            "messages": {f.name: f.message for f in self.flags},
+            "measurements": _jsonable(self.measurements),
+        }
+
+    def __str__(self) -> str:
+        lines = [f"verdict: {self.verdict}"]
+        for f in self.flags:
+            ev = ", ".join(f"{k}={_fmt(v)}" for k, v in f.evidence.items())
+            lines.append(f"  [{f.name}] {f.message} ({ev})")
+        if not self.flags:
+            lines.append("  no flags: the exact gradient agrees with every check")
+        lines.append(f"recommendation: {self.recommendation}")
+        lines.append(
+            f"cost: {self.evaluations['loss']} loss + {self.evaluations['grad']} gradient "
+            "evaluations"
+        )
+        return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    return str(v)
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.ndarray, jax.Array)):
+        return np.asarray(obj, dtype=float).tolist()
+    if isinstance(obj, (np.floating, np.integer, np.bool_)):
+        return obj.item()
+    return obj
+
+
+def _report(m: Measurements, thresholds: Thresholds, evaluations: dict[str, int]) -> Diagnosis:
+    flags = decide(m, thresholds)
+    return Diagnosis(
+        verdict="untrusted" if flags else "trusted",
+        flags=flags,
+        recommendation=recommend((f.name for f in flags), m.sigma),
+        evaluations=evaluations,
+        measurements=m.as_dict(),
+    )
+
+
+def _measure_checked(
+    loss, theta, key, *, sigma, num_samples, rel_steps, num_directions, z_threshold,
+    stiffness_ratio, stiffness_kurtosis,
+) -> tuple[Measurements, Thresholds]:  # fmt: skip
+    """:func:`diagnose`'s argument checks, then its measurements and thresholds."""
+    num_samples = check_int("num_samples", num_samples, minimum=16)
+    num_directions = check_int("num_directions", num_directions, minimum=1)
+    steps = np.asarray(rel_steps, dtype=float)
+    if steps.ndim != 1 or steps.size < 3 or not np.all(steps > 0) or np.any(np.diff(steps) >= 0):
+        raise ValueError(
+            f"rel_steps must be >= 3 strictly decreasing numbers > 0, got {tuple(rel_steps)!r}"
+        )
+    for name, v in (
+        ("z_threshold", z_threshold),
+        ("stiffness_ratio", stiffness_ratio),
+        ("stiffness_kurtosis", stiffness_kurtosis),
+    ):
+        check_positive(name, v)
+    m = measure(
+        loss, theta, key, sigma=sigma, num_samples=num_samples, rel_steps=steps,
+        num_directions=num_directions,
+    )  # fmt: skip
+    return m, Thresholds(z_threshold, stiffness_ratio, stiffness_kurtosis)
+
+
+def diagnose(
+    loss: Callable[[Any], Any],
+    theta: Any,
+    key: jax.Array,
+    *,
+    sigma: float | None = None,
+    num_samples: int = 256,
+    rel_steps: Sequence[float] = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001),
+    num_directions: int = 8,
+    z_threshold: float = 4.0,
+    stiffness_ratio: float = 20.0,
+    stiffness_kurtosis: float = 10.0,
+) -> Diagnosis:
+    r"""Tell whether the exact gradient of ``loss`` at ``theta`` can be trusted.
+
+    Args:
+        loss: scalar JAX loss ``L(theta)``.
+        theta: parameters (pytree), finite.
+        key: PRNG key (the report is deterministic given it).
+        sigma: smoothing scale σ of the perturbations, in θ's units (> 0); default
+            ``0.05·max(1, ‖θ‖∞)``. Flags describe the loss at this scale: a cliff 10σ
+            away is not "near". σ is the same for every component, so give θ comparable
+            units (e.g. log-stiffness beside positions) or pass σ yourself.
+        num_samples: N samples per family (FoBG and ZoBG, independent), >= 16.
+        rel_steps: finite-difference steps as multiples of σ (decreasing, > 0).
+        num_directions: directions for finite differences (coordinate axes when
+            dim θ <= this, else random unit directions).
+        z_threshold: significance, in standard errors, for "non-zero" and "disagree".
+        stiffness_ratio: ρ above which per-sample gradients are "far larger than the loss
+            changes they should explain".
+        stiffness_kurtosis: excess kurtosis of the per-sample gradient norms above which
+            their tails are "heavy".
+
+    Returns:
+        A :class:`Diagnosis`: verdict, flags with evidence, recommendation, cost.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim import diagnose
+        >>> diagnose(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(0)).verdict
+        'trusted'
+        >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0) + 0.1 * t
+        >>> diagnose(step, jnp.array(0.02), jax.random.PRNGKey(0), sigma=0.1).flag_names
+        ('jump',)
+    """
+    m, thresholds = _measure_checked(
+        loss, theta, key, sigma=sigma, num_samples=num_samples, rel_steps=rel_steps,
+        num_directions=num_directions, z_threshold=z_threshold,
+        stiffness_ratio=stiffness_ratio, stiffness_kurtosis=stiffness_kurtosis,
+    )  # fmt: skip
+    return _report(m, thresholds, m.evaluations)
+
+
+def _diagnose_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` bound to :func:`diagnose`'s keywords, defaults filled in; a keyword
+    ``diagnose`` does not take raises ``TypeError`` as a call would."""
+    bound = inspect.signature(diagnose).bind(None, None, None, **options)
+    bound.apply_defaults()
+    return {k: v for k, v in bound.arguments.items() if k not in ("loss", "theta", "key")}
+
+
+def diagnose_rollout(
+    step: Callable[..., Any],
+    s0: Any,
+    theta: Any,
+    num_steps: int,
+    loss: Callable[[Any], Any],
+    key: jax.Array,
+    *,
+    wrt: Literal["theta", "s0"] = "theta",
+    inputs: Inputs | None = None,
+    chaos_growth: float = 100.0,
+    concentration_limit: float = 0.5,
+    **options: Any,
+) -> Diagnosis:
+    r""":func:`diagnose` for ``loss(s_T)`` of a rollout, plus what only a rollout shows.
+
+    The decision variable is ``theta`` or the initial state ``s0`` (``wrt``). Besides the
+    checks of :func:`diagnose` on :math:`θ \mapsto \mathrm{loss}(s_T)`, one rollout along
+    the trajectory (with ``inputs``) chains the library's per-step Jacobians
+    :math:`A_t = ∂s_{t+1}/∂s_t` into :math:`∂s_t/∂s_0` at every t — the ``"product"`` route
+    of :func:`diffsim.rollout_jacobian`, kept at every horizon. With
+    :math:`G = ‖∂s_T/∂s_0‖_2 / ‖∂s_{T/8}/∂s_0‖_2`, :math:`a = \max_t ‖A_t‖_2` and the
+    concentration :math:`c = \log a / \log G` (the share of the growth that one step
+    accounts for):
+
+    * ``chaos`` when G > ``chaos_growth`` (polynomial growth of degree 2 gives 64) and
+      c < ``concentration_limit``: the growth is spread over the whole horizon, the
+      signature of a positive Lyapunov exponent; the rate λ (per step) is the slope of
+      :math:`\log‖∂s_t/∂s_0‖` over the second half;
+    * ``stiffness`` when G > ``chaos_growth`` and c >= ``concentration_limit``: the growth
+      comes from a few steps of a fast, barely resolved contact;
+    * heavy-tailed first-order samples (see :func:`diagnose`) count as ``stiffness`` unless
+      chaos explains them.
+
+    Args:
+        step, s0, theta, num_steps: the rollout (see :func:`diffsim.rollout`), T >= 8.
+        loss: scalar function of the final state ``s_T``.
+        key: PRNG key.
+        wrt: ``"theta"`` or ``"s0"``.
+        inputs: optional per-step inputs, leading axis T (see :func:`diffsim.rollout`); they
+            reach every step of the rollout and of its Jacobian.
+        chaos_growth: growth factor G (> 1) beyond which the horizon is too long for
+            first-order gradients.
+        concentration_limit: share of the growth, in (0, 1), that one step may explain for
+            the growth to count as chaos rather than stiffness.
+        **options: passed to :func:`diagnose` (``sigma``, ``num_samples``, ...).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim import diagnose_rollout
+        >>> from diffsim.systems import double_pendulum
+        >>> sys = double_pendulum()
+        >>> d = diagnose_rollout(sys.step, sys.s0, sys.theta, 800,
+        ...                      lambda s: jnp.cos(s[0][1]), jax.random.PRNGKey(0), wrt="s0")
+        >>> d.flag_names
+        ('chaos',)
+    """
+    num_steps = check_int("num_steps", num_steps, minimum=8)
+    if wrt not in ("theta", "s0"):
+        raise ValueError(f"wrt must be 'theta' or 's0', got {wrt!r}")
+    if (
+        isinstance(chaos_growth, bool)
+        or not isinstance(chaos_growth, (int, float))
+        or not (chaos_growth > 1)
+    ):
+        raise ValueError(f"chaos_growth must be a number > 1, got {chaos_growth!r}")
+    if not (isinstance(concentration_limit, (int, float)) and 0 < concentration_limit < 1):
+        raise ValueError(f"concentration_limit must be in (0, 1), got {concentration_limit!r}")
+    if not callable(loss):
+        raise TypeError(f"loss must be a callable loss(s_T) -> scalar, got {loss!r}")
+
+    def objective(var):
+        s, p = (s0, var) if wrt == "theta" else (var, theta)
+        return loss(rollout(step, s, p, num_steps, inputs=inputs, trajectory=False))
+
+    var = theta if wrt == "theta" else s0
+    m, thresholds = _measure_checked(objective, var, key, **_diagnose_options(options))
+    norms, step_norms = sensitivity_profile(step, s0, theta, num_steps, inputs)
+    m = dataclasses.replace(m, horizon=horizon_growth(norms, step_norms))
+    thresholds = dataclasses.replace(
+        thresholds, chaos_growth=chaos_growth, concentration_limit=concentration_limit
+    )
+    return _report(m, thresholds, dict(m.evaluations, step_jacobians=num_steps))

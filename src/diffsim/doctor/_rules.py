@@ -1,0 +1,297 @@
+r"""The doctor's decision rules: one :class:`Rule` per flag.
+
+A rule is the whole story of one flag in one place — its name, its test on the
+:class:`~diffsim.doctor._measure.Measurements` (with the thresholds it compares against),
+the evidence it reports, and the advice it gives when raised. :data:`RULES` lists them in
+the order flags are reported; :func:`decide` and :func:`recommend` only iterate over it.
+
+Adding a flag is one more section here and its entry in :data:`RULES` (plus, if it has a
+user-tunable threshold, a field of :class:`Thresholds` and the keyword that sets it, and a
+battery case that shows it raised when it should be).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Literal
+
+import numpy as np
+
+from ._measure import Horizon, Measurements
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """One reason not to trust the exact gradient, with the numbers that raised it."""
+
+    name: str
+    message: str
+    evidence: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """The tunable thresholds: the keywords of :func:`~diffsim.diagnose` and
+    :func:`~diffsim.diagnose_rollout` of the same names (their defaults are there).
+
+    Attributes:
+        z_threshold: significance, in standard errors, for "non-zero" and "disagree".
+        stiffness_ratio: ρ above which per-sample gradients are "far larger than the loss
+            changes they should explain".
+        stiffness_kurtosis: excess kurtosis of the per-sample gradient norms above which
+            their tails are "heavy".
+        chaos_growth: growth G of ‖∂s_t/∂s_0‖ from T/8 to T beyond which the horizon is too
+            long for first-order gradients; ``None`` without a rollout.
+        concentration_limit: share of that growth one step may explain for it to count as
+            chaos rather than stiffness; ``None`` without a rollout.
+    """
+
+    z_threshold: float
+    stiffness_ratio: float
+    stiffness_kurtosis: float
+    chaos_growth: float | None = None
+    concentration_limit: float | None = None
+
+
+Test = Callable[[Measurements, Thresholds], "Flag | None"]
+Advice = Callable[[frozenset, float], str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A flag: ``test(measurements, thresholds)`` returns the :class:`Flag` (message and
+    evidence) when raised, else ``None``; ``advise(flags, sigma)`` says what to do when it
+    is raised, given all flags raised and σ; ``urgency`` orders the advice (lowest first:
+    what must be fixed before anything else)."""
+
+    name: str
+    test: Test
+    advise: Advice
+    urgency: int
+
+
+# shared conditions ---------------------------------------------------------------------
+
+
+def _heavy_tails(m: Measurements, t: Thresholds) -> bool:
+    """Per-sample gradients far larger than the loss changes explain, with heavy tails."""
+    return m.stiffness_ratio > t.stiffness_ratio and m.first_kurtosis > t.stiffness_kurtosis
+
+
+def _growth(m: Measurements, t: Thresholds) -> Literal["spread", "concentrated"] | None:
+    """How the rollout Jacobian grows: too much and spread over many steps (chaos), too
+    much and concentrated in a few steps (stiffness), or not too much (``None``)."""
+    h, limit, share = m.horizon, t.chaos_growth, t.concentration_limit
+    if h is None or limit is None or share is None:
+        return None
+    if np.isfinite(h.growth) and not h.growth > limit:
+        return None
+    return "spread" if h.concentration < share else "concentrated"
+
+
+def _horizon_evidence(h: Horizon) -> dict[str, float]:
+    return {
+        "growth_T8_to_T": h.growth,
+        "rate_per_step": h.rate,
+        "max_step_amplification": h.max_step,
+        "concentration": h.concentration,
+        "jacobian_norm_T": h.jacobian_norms[-1],
+    }
+
+
+# non_finite: NaN or inf anywhere ---------------------------------------------------------
+
+
+def _non_finite(m: Measurements, t: Thresholds) -> Flag | None:
+    if m.all_finite:
+        return None
+    where = [
+        name
+        for name, ok in (
+            ("loss", m.finite_loss),
+            ("gradient", m.finite_gradient),
+            ("perturbed losses", m.finite_perturbed_losses),
+            ("perturbed gradients", m.finite_perturbed_gradients),
+        )
+        if not ok
+    ]
+    return Flag(
+        "non_finite",
+        f"NaN or inf in the {', '.join(where)}",
+        {
+            "finite_loss": m.finite_loss,
+            "finite_gradient": m.finite_gradient,
+            "nonfinite_sample_gradients": m.nonfinite_sample_gradients,
+        },
+    )
+
+
+def _non_finite_advice(flags: frozenset, sigma: float) -> str:
+    return (
+        "fix the non-finite values first: guard switch points with the double-where "
+        "pattern and check the model's domain; no estimator can average over NaN"
+    )
+
+
+NON_FINITE = Rule("non_finite", _non_finite, _non_finite_advice, urgency=0)
+
+
+# plateau: exact gradient ~0, locally flat, but the loss changes within σ -----------------
+
+
+def _plateau(m: Measurements, t: Thresholds) -> Flag | None:
+    tiny_grad = m.grad_norm <= 0.05 * m.smoothed_grad_norm
+    # a smooth minimum changes by (δ/σ)² ≈ 1e-2 of the typical change; a plateau by rounding
+    flat = m.local_change <= 1e-4 * m.typical_change + 16 * m.eps * (abs(m.loss) + 1)
+    changes = m.max_loss_change > 1e-6 * (abs(m.loss) + 1)
+    if not (tiny_grad and flat and (m.z_smoothed_nonzero > t.z_threshold or changes)):
+        return None
+    return Flag(
+        "plateau",
+        "the exact gradient is ~0 and the loss is locally flat, but it changes within "
+        "σ (the smoothed gradient sees what autodiff cannot)",
+        {"grad_norm": m.grad_norm, "smoothed_grad_norm": m.smoothed_grad_norm,
+         "z_smoothed": m.z_smoothed_nonzero, "local_change": m.local_change,
+         "max_loss_change": m.max_loss_change},
+    )  # fmt: skip
+
+
+def _plateau_advice(flags: frozenset, sigma: float) -> str:
+    if "jump" in flags:
+        return "the exact gradient is 0 on this plateau: do not follow it"
+    return (
+        f"use zeroth-order or alpha-order with σ = {sigma:.3g} (or analytic smoothing): "
+        "the exact gradient is 0 here but the smoothed loss slopes"
+    )
+
+
+PLATEAU = Rule("plateau", _plateau, _plateau_advice, urgency=3)
+
+
+# jump: FoBG and ZoBG disagree, or central differences grow like 1/δ ----------------------
+
+
+def _jump(m: Measurements, t: Thresholds) -> Flag | None:
+    ad = m.grad_along_directions
+    # 1/δ growth down to the smallest steps, far above rounding and above the gradient
+    fd_jump = (
+        np.all(m.fd_slopes[-2:] < -0.8, axis=0)
+        & (m.fd_excess[-1] > 10 * (np.abs(ad) + m.grad_norm * 1e-3 + m.fd_noise[-1]))
+    )  # fmt: skip
+    # heavy first-order tails explain a disagreement: that is stiffness, not a jump
+    disagree = m.z_first_vs_zeroth > t.z_threshold and not _heavy_tails(m, t)
+    if not (disagree or bool(np.any(fd_jump))):
+        return None
+    return Flag(
+        "jump",
+        "a discontinuity within σ: "
+        + ("first- and zeroth-order estimates disagree beyond their standard errors"
+           if disagree else "central differences grow like 1/δ as δ shrinks"),
+        {"z_first_vs_zeroth": m.z_first_vs_zeroth, "bias_gap": m.bias_gap,
+         "epsilon": m.epsilon, "fd_slope": m.fd_slope_small_steps},
+    )  # fmt: skip
+
+
+def _jump_advice(flags: frozenset, sigma: float) -> str:
+    return (
+        f"use the alpha-order estimator (or zeroth-order) with σ = {sigma:.3g}: "
+        "first-order samples miss the jump; or smooth the contact analytically with a "
+        "temperature comparable to σ"
+    )
+
+
+JUMP = Rule("jump", _jump, _jump_advice, urgency=2)
+
+
+# stiffness: an enormous, short-lived derivative ------------------------------------------
+
+
+def _stiffness(m: Measurements, t: Thresholds) -> Flag | None:
+    growth, h = _growth(m, t), m.horizon
+    if growth == "spread":
+        return None  # chaos: it also explains heavy first-order tails
+    if growth == "concentrated" and h is not None:
+        # the horizon evidence explains heavy first-order tails: one flag, from the horizon
+        return Flag(
+            "stiffness",
+            f"∂s_T/∂s_0 grows {h.growth:.3g}-fold and a single step amplifies by "
+            f"{h.max_step:.3g} ({100 * h.concentration:.0f}% of the growth): a fast contact "
+            "the step barely resolves",
+            _horizon_evidence(h),
+        )
+    if not _heavy_tails(m, t):
+        return None
+    return Flag(
+        "stiffness",
+        "rare, huge first-order samples: per-sample gradients far exceed what the "
+        "loss changes within σ allow, with heavy tails (FoBG's empirical bias)",
+        {"stiffness_ratio": m.stiffness_ratio, "first_kurtosis": m.first_kurtosis,
+         "max_sample_grad": m.max_sample_grad},
+    )  # fmt: skip
+
+
+def _stiffness_advice(flags: frozenset, sigma: float) -> str:
+    return (
+        f"use zeroth-order (or alpha-order) with σ = {sigma:.3g}: its variance does not "
+        "grow with stiffness; or soften the contact (lower k, smooth penalty) or shrink h"
+    )
+
+
+STIFFNESS = Rule("stiffness", _stiffness, _stiffness_advice, urgency=4)
+
+
+# chaos: the rollout Jacobian grows exponentially, spread over the horizon ----------------
+
+
+def _chaos(m: Measurements, t: Thresholds) -> Flag | None:
+    h = m.horizon
+    if _growth(m, t) != "spread" or h is None:
+        return None
+    return Flag(
+        "chaos",
+        f"∂s_T/∂s_0 grows {h.growth:.3g}-fold from T/8 to T, spread over many steps (the "
+        f"largest single step explains {100 * h.concentration:.0f}% of it): exponential "
+        f"sensitivity, λ ≈ {h.rate:.3g} per step",
+        _horizon_evidence(h),
+    )
+
+
+def _chaos_advice(flags: frozenset, sigma: float) -> str:
+    return (
+        "shorten the horizon (or optimise over shorter windows, e.g. multiple shooting): "
+        f"sensitivities grow exponentially; else zeroth-order with σ = {sigma:.3g}, whose "
+        "variance does not grow with the Jacobian"
+    )
+
+
+CHAOS = Rule("chaos", _chaos, _chaos_advice, urgency=1)
+
+
+# ---------------------------------------------------------------------------------------
+
+RULES: tuple[Rule, ...] = (NON_FINITE, PLATEAU, JUMP, STIFFNESS, CHAOS)
+"""Every flag the doctor knows, in the order flags are reported."""
+
+FLAGS: tuple[str, ...] = tuple(r.name for r in RULES)
+
+
+def decide(m: Measurements, thresholds: Thresholds) -> tuple[Flag, ...]:
+    """The flags the measurements raise, in :data:`FLAGS` order."""
+    flags = (rule.test(m, thresholds) for rule in RULES)
+    return tuple(f for f in flags if f is not None)
+
+
+def recommend(flags: Iterable[str], sigma: float) -> str:
+    """What to use, given the names of the flags raised (at smoothing scale σ).
+
+    Example:
+        >>> from diffsim.doctor import recommend
+        >>> recommend((), 0.1)
+        'use the exact gradient (autodiff): it is trustworthy here'
+    """
+    raised = frozenset(flags)
+    if not raised:
+        return "use the exact gradient (autodiff): it is trustworthy here"
+    rules = sorted((r for r in RULES if r.name in raised), key=lambda r: r.urgency)
+    return "; ".join(r.advise(raised, sigma) for r in rules)

@@ -11,6 +11,8 @@ from . import contact as contact
 from . import estimators as estimators
 from . import integrators as integrators
 from . import systems as systems
+from ._grad import Gradient as Gradient
+from ._grad import value_and_grad as value_and_grad
 from ._jacobians import adjoint_vjp as adjoint_vjp
 from ._jacobians import forward_sensitivity as forward_sensitivity
 from ._jacobians import rollout_jacobian as rollout_jacobian
@@ -33,6 +35,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "Diagnosis",
     "GradCheck",
+    "Gradient",
     "OptimizeResult",
     "__version__",
     "adjoint_vjp",
@@ -49,4 +52,5 @@ __all__ = [
     "rollout_jacobian",
     "step_jacobian",
     "systems",
+    "value_and_grad",
 ]

@@ -11,11 +11,12 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.core import Tracer
 
 
 def is_concrete(x: Any) -> bool:
     """True when ``x`` holds a value (not a tracer inside ``jit``/``grad``/``vmap``)."""
-    return not isinstance(x, jax.core.Tracer)
+    return not isinstance(x, Tracer)
 
 
 def check_int(name: str, value: Any, *, minimum: int = 1) -> int:

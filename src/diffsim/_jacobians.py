@@ -15,7 +15,7 @@ Matrices index the state and θ in ``jax.flatten_util.ravel_pytree`` order: for 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import equinox as eqx
 import jax
@@ -95,7 +95,9 @@ def _resolve_step_jacobian(step, given, method) -> Callable[..., tuple[Matrix, M
             "step_jacobian=fn(state, theta[, u]) -> (A, B), or use a step that has a "
             ".jacobian method (every diffsim integrator does)"
         )
-    return jac
+    if not callable(jac):
+        raise TypeError(f"step.jacobian must be callable, got {jac!r}")
+    return cast(Callable[..., tuple[Matrix, Matrix]], jac)
 
 
 def _call_jac(jac, s, theta, u):

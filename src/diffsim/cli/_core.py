@@ -7,6 +7,7 @@ import typer
 from rich.table import Table
 
 from .. import rollout_jacobian
+from .._jacobians import Method
 from ..systems import free_particle
 from ..systems.free_particle import rollout_jacobian_closed_form
 from ._common import app, console, handle_errors, print_json, require_finite
@@ -29,7 +30,12 @@ def jacobian(
         raise ValueError(f"steps must be an integer >= 1, got {steps}")
     system = free_particle(h=h)
     out = {"steps": steps, "h": h}
-    for key, method in (("autodiff", "autodiff"), ("product", "product"), ("analytic", "adjoint")):
+    methods: tuple[tuple[str, Method], ...] = (
+        ("autodiff", "autodiff"),
+        ("product", "product"),
+        ("analytic", "adjoint"),
+    )
+    for key, method in methods:
         J, _ = rollout_jacobian(system.step, system.s0, system.theta, steps, method=method)
         out[key] = np.asarray(J, dtype=float).tolist()
     out["closed_form"] = rollout_jacobian_closed_form(steps, h).tolist()

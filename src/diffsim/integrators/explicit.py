@@ -27,9 +27,9 @@ class SemiImplicitEuler(ExplicitIntegrator):
     order: ClassVar[int] = 1
     symplectic: ClassVar[bool] = True
 
-    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dt: Any) -> tuple[Lin, Lin]:
+    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dtheta: Any) -> tuple[Lin, Lin]:
         h = self.h
-        v1 = v + h * self.lin_accel(x, v, theta, u, Dt)
+        v1 = v + h * self.lin_accel(x, v, theta, u, Dtheta)
         return x + h * v1, v1
 
 
@@ -42,9 +42,9 @@ class ExplicitEuler(ExplicitIntegrator):
 
     order: ClassVar[int] = 1
 
-    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dt: Any) -> tuple[Lin, Lin]:
+    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dtheta: Any) -> tuple[Lin, Lin]:
         h = self.h
-        a = self.lin_accel(x, v, theta, u, Dt)
+        a = self.lin_accel(x, v, theta, u, Dtheta)
         return x + h * v, v + h * a
 
 
@@ -62,11 +62,11 @@ class VelocityVerlet(ExplicitIntegrator):
     order: ClassVar[int] = 2
     symplectic: ClassVar[bool] = True
 
-    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dt: Any) -> tuple[Lin, Lin]:
+    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dtheta: Any) -> tuple[Lin, Lin]:
         h = self.h
-        v_half = v + (h / 2) * self.lin_accel(x, v, theta, u, Dt)
+        v_half = v + (h / 2) * self.lin_accel(x, v, theta, u, Dtheta)
         x1 = x + h * v_half
-        v1 = v_half + (h / 2) * self.lin_accel(x1, v_half, theta, u, Dt)
+        v1 = v_half + (h / 2) * self.lin_accel(x1, v_half, theta, u, Dtheta)
         return x1, v1
 
 
@@ -78,11 +78,11 @@ class RK4(ExplicitIntegrator):
 
     order: ClassVar[int] = 4
 
-    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dt: Any) -> tuple[Lin, Lin]:
+    def scheme(self, x: Lin, v: Lin, theta: Params, u: Any, Dtheta: Any) -> tuple[Lin, Lin]:
         h = self.h
 
         def f(xs: Lin, vs: Lin) -> tuple[Lin, Lin]:
-            return vs, self.lin_accel(xs, vs, theta, u, Dt)
+            return vs, self.lin_accel(xs, vs, theta, u, Dtheta)
 
         k1x, k1v = f(x, v)
         k2x, k2v = f(x + (h / 2) * k1x, v + (h / 2) * k1v)

@@ -130,6 +130,10 @@ def from_carry(carry: Any, like: State) -> State:
 
 @eqx.filter_jit
 def _rollout_jit(step, s0, theta, inputs, num_steps, segments, keep, include_initial, unroll):
+    # checked at trace time: once per compilation, never on a cached call
+    u0 = None if inputs is None else jax.tree_util.tree_map(lambda a: a[0], inputs)
+    s0 = check_step_output(step, s0, theta, u0)
+
     def body(c, u):
         s_next = call_step(step, from_carry(c, s0), theta, u)
         return to_carry(s_next), (s_next if keep else None)
@@ -200,7 +204,7 @@ def rollout(
         >>> round(float(xT), 6), round(float(vT), 6)
         (1.0, 1.0)
     """
-    s0, theta, num_steps, inputs, _ = prepare(step, s0, theta, num_steps, inputs)
+    s0, theta, num_steps, inputs, _ = prepare(step, s0, theta, num_steps, inputs, check=False)
     segments = checkpoint_segments(num_steps, checkpoint)
     unroll = check_int("unroll", unroll, minimum=1)
     return _rollout_jit(
@@ -216,16 +220,22 @@ def rollout(
     )
 
 
-def prepare(step, s0, theta, num_steps, inputs):
+def prepare(step, s0, theta, num_steps, inputs, *, check: bool = True):
     """Validate and normalise the arguments every rollout-based entry point takes.
 
     Returns ``(s0, theta, num_steps, inputs, u0)`` with arrays for leaves, ``s0`` cast to the
-    step's output dtypes and ``u0`` the first step's input (``None`` without inputs).
+    step's output dtypes (with ``check``; otherwise the caller checks the step's output at
+    trace time, see :func:`check_step_output`) and ``u0`` the first step's input (``None``
+    without inputs).
     """
+    if not callable(step):
+        raise TypeError(f"step must be callable, got {step!r}")
     num_steps = check_int("num_steps", num_steps, minimum=1)
     check_finite_tree("s0", s0)
     check_finite_tree("theta", theta)
-    s0 = jax.tree_util.tree_map(jnp.asarray, s0)
+    # a strong dtype for the state: weakly typed leaves (from Python numbers) would give the
+    # compiled loop another cache key than the same values as arrays
+    s0 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.result_type(a)), s0)
     theta = jax.tree_util.tree_map(jnp.asarray, theta)
     u0 = None
     if inputs is not None:
@@ -238,38 +248,25 @@ def prepare(step, s0, theta, num_steps, inputs):
                     f"got a leaf of shape {leaf.shape}"
                 )
         u0 = jax.tree_util.tree_map(lambda a: a[0], inputs)
-    s0 = check_step_output(step, s0, theta, u0)
+    if check:
+        s0 = check_step_output(step, s0, theta, u0)
     return s0, theta, num_steps, inputs, u0
 
-
-_STEP_OUTPUT_CACHE: dict = {}
 
 
 def check_step_output(step: Callable[..., State], s0: State, theta: Params, u0: Any) -> State:
     """Trace ``step`` abstractly, check its output matches ``s0``, return ``s0`` cast to the
     output's dtypes (so the scan carry keeps one type).
 
-    The abstract trace is cached per (step, shapes, dtypes) when ``step`` is hashable, so a
-    second call with new values costs neither a trace nor a compilation.
+    Costs one abstract trace of the step: :func:`rollout` calls it while tracing its
+    compiled loop (once per compilation); the Jacobian routes call it per call.
     """
     if not callable(step):
         raise TypeError(f"step must be callable, got {step!r}")
-    spec = jax.tree_util.tree_map(
-        lambda a: jax.ShapeDtypeStruct(jnp.shape(a), jnp.result_type(a)), (s0, theta, u0)
-    )
-    leaves, treedef = jax.tree_util.tree_flatten(spec)
     try:
-        cache_key = (step, treedef, tuple((x.shape, x.dtype) for x in leaves))
-        out = _STEP_OUTPUT_CACHE.get(cache_key)
-    except TypeError:  # unhashable step (e.g. a module holding arrays)
-        cache_key, out = None, None
-    if out is None:
-        try:
-            out = jax.eval_shape(lambda s, p, u: call_step(step, s, p, u), s0, theta, u0)
-        except TypeError as err:
-            args = "state, theta" + (", u" if u0 is not None else "")
-            raise TypeError(f"step could not be called as step({args}): {err}") from err
-        check_same_structure("step(s0, theta) output", out, s0, "s0")
-        if cache_key is not None and len(_STEP_OUTPUT_CACHE) < 1024:
-            _STEP_OUTPUT_CACHE[cache_key] = out
+        out = jax.eval_shape(lambda s, p, u: call_step(step, s, p, u), s0, theta, u0)
+    except TypeError as err:
+        args = "state, theta" + (", u" if u0 is not None else "")
+        raise TypeError(f"step could not be called as step({args}): {err}") from err
+    check_same_structure("step(s0, theta) output", out, s0, "s0")
     return jax.tree_util.tree_map(lambda a, o: jnp.asarray(a, o.dtype), s0, out)

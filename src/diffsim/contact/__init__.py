@@ -4,17 +4,24 @@
   correction, or smoothed with temperature τ;
 * :class:`StopDead`: inelastic, sticking contact (the article's wall);
 * :class:`PenaltySpring`: stiff spring–damper force, hard or smoothed.
+
+A :class:`Plane` is a half-space (the ground) or, with an :class:`Extent`, a thin obstacle
+(``Plane.wall(6.0, height=2.0)``) that contacts meet only where a step crosses it within its
+extent.
 """
 
 from .._coords import Coords as Coords
 from .._coords import where as where
 from .base import Contact as Contact
 from .base import EventContact as EventContact
+from .base import Extent as Extent
 from .base import ForceContact as ForceContact
 from .base import Plane as Plane
 from .base import WithContact as WithContact
+from .base import blend as blend
 from .base import check_param as check_param
 from .base import crossing as crossing
+from .base import edge_weights as edge_weights
 from .base import impact_fraction as impact_fraction
 from .base import naive_contact as naive_contact
 from .base import param as param
@@ -29,14 +36,17 @@ __all__ = [
     "Contact",
     "Coords",
     "EventContact",
+    "Extent",
     "ForceContact",
     "PenaltySpring",
     "Plane",
     "Restitution",
     "StopDead",
     "WithContact",
+    "blend",
     "check_param",
     "crossing",
+    "edge_weights",
     "impact_fraction",
     "naive_contact",
     "param",

@@ -1,7 +1,11 @@
 """The contact interface, the plane geometry, and the step wrapper ``WithContact``.
 
 A contact model changes a free-flight step near a plane ``n·x = c`` (the ground, a wall).
-Two kinds exist:
+A plane is either a **half-space** boundary (the default: everything with ``n·x < c`` is
+inside the obstacle) or a **thin** obstacle, a bounded patch of the plane (a :class:`Plane`
+with an ``extent``, e.g. ``Plane.wall(6.0, height=2.0)``): it has no inside, and a body meets
+it only when a step *crosses* the plane at a point within the extent (see :func:`crossing`).
+Two kinds of contact exist:
 
 * **event contacts** (:class:`EventContact`: restitution impulses, stop-dead) take the free
   step ``s0 -> s1`` of any integrator and correct it when the step crossed the plane;
@@ -28,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_in_range, check_int, check_positive
+from .._checks import check_in_range, check_int, check_positive, is_concrete
 from .._coords import Coords, along, dot
 from ..integrators.base import CoordinateAcceleration, Integrator, _unpack
 
@@ -91,8 +95,86 @@ def _coords(x: Any) -> Coords:
     return x if isinstance(x, Coords) else Coords.split(x)
 
 
+def _weights_for(vector: tuple[float, ...], c: Coords, what: str) -> tuple[float, ...]:
+    """The static weights ``vector`` matched to the coordinates of ``c`` (a scalar vector is
+    repeated for every coordinate)."""
+    n = c.parts[0].size if c.flat else len(c)
+    if len(vector) == 1 and n > 1:
+        return vector * n
+    if n != len(vector):
+        raise ValueError(f"{what} has {len(vector)} entries but the position has {n}")
+    return vector
+
+
+def _optional_array(value: Any) -> Any:
+    return None if value is None else jnp.asarray(value)
+
+
+class Extent(eqx.Module):
+    r"""One bound of a thin plane's extent: :math:`lo \le t·x \le hi` on the plane.
+
+    Attributes:
+        direction: the static direction t (shape of a position, like a plane's normal),
+            normally tangent to the plane (the wall's height axis).
+        lo: lower bound on :math:`t·x`, or ``None`` (unbounded below). An array, so it
+            may be traced and differentiated.
+        hi: upper bound, or ``None`` (unbounded above).
+
+    The bounds are closed: a crossing exactly at ``hi`` is inside (a ball that reaches a
+    wall exactly at its top is stopped).
+    """
+
+    direction: tuple[float, ...] = eqx.field(static=True, converter=_static_normal)
+    lo: Any = eqx.field(converter=_optional_array, default=None)
+    hi: Any = eqx.field(converter=_optional_array, default=None)
+
+    def __check_init__(self):
+        if self.lo is None and self.hi is None:
+            raise ValueError("an Extent needs at least one bound, lo or hi")
+        for name in ("lo", "hi"):
+            value = getattr(self, name)
+            if value is not None and is_concrete(value) and not np.all(np.isfinite(value)):
+                raise ValueError(f"extent bound {name} must be finite (or None), got {value!r}")
+        if (
+            self.lo is not None
+            and self.hi is not None
+            and is_concrete(self.lo)
+            and is_concrete(self.hi)
+            and np.any(np.asarray(self.lo) > np.asarray(self.hi))
+        ):
+            raise ValueError(f"extent needs lo <= hi, got lo={self.lo!r}, hi={self.hi!r}")
+
+    def coordinate(self, x):
+        """:math:`t·x`, per body."""
+        c = _coords(x)
+        return dot(_weights_for(self.direction, c, "extent direction"), c)
+
+    def margin(self, x):
+        r"""Signed distance inside the bounds along t: :math:`\min(t·x - lo,\ hi - t·x)`
+        over the bounds given (positive inside, negative outside)."""
+        tx = self.coordinate(x)
+        m = None
+        if self.lo is not None:
+            m = tx - self.lo
+        if self.hi is not None:
+            m = self.hi - tx if m is None else jnp.minimum(m, self.hi - tx)
+        return m
+
+
 class Plane(eqx.Module):
-    r"""The half-space boundary :math:`\{x : n·x = c\}`; the free side is :math:`n·x > c`.
+    r"""The plane :math:`\{x : n·x = c\}`; the free side is :math:`n·x > c`.
+
+    **Half-space** (no ``extent``, the default): the plane bounds a solid, everything with
+    :math:`n·x < c` is inside it (the ground). Contacts detect a step that ends inside
+    (the naive rule) or that crosses the plane (time of impact).
+
+    **Thin** (with an ``extent``): a bounded patch of the plane — a wall of finite height,
+    a fence. It has no inside: a body on its far side is simply past it. Contacts meet it
+    only when a step *crosses* the plane from the free side at a point within every bound
+    of the extent (:func:`crossing`); there is no half-space fallback, so a ball that flew
+    over a wall and comes down behind it is never touched. Like every plane it is one-sided
+    (it stops bodies coming from :math:`n·x > c`); for the other face add a second plane
+    with the opposite normal.
 
     Attributes:
         normal: unit normal n (shape of a position, or a scalar for 1-D states). It is
@@ -100,13 +182,33 @@ class Plane(eqx.Module):
             non-zero coordinates only (``y - c`` for the ground), as a hand-written step
             would compute it.
         offset: c in metres (an array: differentiable, e.g. a wall's position).
+        extent: a tuple of :class:`Extent` bounds (empty: a half-space).
 
     ``Plane.ground(dim)`` is y = 0 with normal +y (the last axis), ``Plane.wall(x, dim)`` is
-    a vertical wall at x approached from the left (normal −x).
+    a vertical wall at x approached from the left (normal −x): a half-space, or with
+    ``height=H`` a thin wall of height H.
     """
 
     normal: tuple[float, ...] = eqx.field(static=True, converter=_static_normal, default=1.0)
     offset: Any = eqx.field(converter=jnp.asarray, default=0.0)
+    extent: tuple[Extent, ...] = eqx.field(
+        converter=lambda e: e if isinstance(e, tuple) else (e,), default=()
+    )
+
+    def __check_init__(self):
+        for e in self.extent:
+            if not isinstance(e, Extent):
+                raise TypeError(f"extent must be Extent bounds, got {e!r}")
+            if len(e.direction) != len(self.normal):
+                raise ValueError(
+                    f"extent direction has {len(e.direction)} entries but the normal has "
+                    f"{len(self.normal)}"
+                )
+
+    @property
+    def thin(self) -> bool:
+        """True for a thin (bounded) plane: contacts only where a step crosses it."""
+        return bool(self.extent)
 
     @classmethod
     def ground(cls, dim: int = 1, height: float = 0.0) -> Plane:
@@ -115,21 +217,51 @@ class Plane(eqx.Module):
         return cls(tuple(1.0 if i == dim - 1 else 0.0 for i in range(dim)), height)
 
     @classmethod
-    def wall(cls, x: float, dim: int = 2) -> Plane:
-        """A vertical wall at the first coordinate = x, hit from the left (normal −x)."""
+    def wall(
+        cls,
+        x: float,
+        dim: int = 2,
+        *,
+        height: float | None = None,
+        bottom: float | None = None,
+    ) -> Plane:
+        """A vertical wall at the first coordinate = x, hit from the left (normal −x).
+
+        Without ``height``: a half-space (everything right of x is solid). With
+        ``height=H`` (and optionally ``bottom``): a **thin** wall covering
+        ``bottom <= y <= H`` on the last coordinate (``bottom=None``: down through the
+        ground, which its own contact handles) — a ball crossing x above H passes.
+        """
         check_int("dim", dim, minimum=1)
-        return cls(tuple(-1.0 if i == 0 else 0.0 for i in range(dim)), -jnp.asarray(x))
+        normal = tuple(-1.0 if i == 0 else 0.0 for i in range(dim))
+        if height is None and bottom is None:
+            return cls(normal, -jnp.asarray(x))
+        if dim < 2:
+            raise ValueError(f"a wall with a height needs dim >= 2, got dim={dim}")
+        up = tuple(1.0 if i == dim - 1 else 0.0 for i in range(dim))
+        return cls(normal, -jnp.asarray(x), (Extent(up, bottom, height),))
 
     def _weights(self, c: Coords) -> tuple[float, ...]:
-        if len(self.normal) == 1 and (len(c) > 1 or c.flat):
-            n = c.parts[0].size if c.flat else len(c)
-            return self.normal * n
-        if (c.parts[0].size if c.flat else len(c)) != len(self.normal):
-            raise ValueError(
-                f"plane normal has {len(self.normal)} entries but the position has "
-                f"{c.parts[0].size if c.flat else len(c)}"
-            )
-        return self.normal
+        return _weights_for(self.normal, c, "plane normal")
+
+    def within(self, x):
+        """True where ``x`` lies within every bound of the extent (always, for a
+        half-space). Closed bounds."""
+        inside = True
+        for e in self.extent:
+            inside = inside & (e.margin(x) >= 0)
+        return inside
+
+    def margin(self, x):
+        """Signed distance of ``x`` inside the extent: the smallest :meth:`Extent.margin`
+        (positive inside, negative outside). Thin planes only."""
+        if not self.extent:
+            raise ValueError("margin needs a thin plane (a Plane with an extent)")
+        margins = [e.margin(x) for e in self.extent]
+        m = margins[0]
+        for mi in margins[1:]:
+            m = jnp.minimum(m, mi)
+        return m
 
     def gap(self, x):
         """Signed distance :math:`n·x - c` (m); negative means penetration."""
@@ -162,34 +294,76 @@ class Plane(eqx.Module):
 
 
 def smoothed_contact(plane: Plane, x1: Coords, v1: Coords, h, tau):
-    r"""The smoothed switch shared by the event contacts, at the end-of-step state.
+    r"""The smoothed switch shared by the event contacts on a half-space, at the
+    end-of-step state.
 
     Returns ``(x, w)``: the position pushed out of the plane by a softplus
     :math:`τ\,\mathrm{softplus}(-g/τ)` (gated by approach speed) and the contact weight
     :math:`w = σ(-g/τ)\,σ(-v_n h/τ)` in (0, 1), which tends to the hard switch as τ → 0.
+    A thin plane has no inside to smooth: see :func:`edge_weights`.
     """
+    if plane.thin:
+        raise ValueError("smoothed_contact needs a half-space plane; thin planes use edge_weights")
     g1 = plane.gap(x1)
     wv = jax.nn.sigmoid(-plane.normal_velocity(v1) * h / tau)
     w = jax.nn.sigmoid(-g1 / tau) * wv
     return plane.push(x1, tau * jax.nn.softplus(-g1 / tau) * wv), w
 
 
-def naive_contact(plane: Plane, x1: Coords, v1: Coords, mirror: bool = False):
-    """``(hit, x_corrected)``: penetrating and approaching at the end of the step, and the
-    end position moved out of the plane (the naive impulse's correction): projected onto
-    it, or with ``mirror`` reflected (the penetration depth becomes a height above it)."""
+def naive_contact(
+    plane: Plane, x1: Coords, v1: Coords, mirror: bool = False, x0: Coords | None = None
+):
+    """``(hit, x_corrected)``: the naive rule's switch and the end position moved out of the
+    plane (the naive impulse's correction): projected onto it, or with ``mirror``
+    reflected (the penetration depth becomes a height above it).
+
+    On a half-space the switch is "inside at the end of the step and approaching"; on a
+    thin plane it is "the step crossed the plane within its extent, approaching", which
+    needs the start of the step ``x0``.
+    """
     g1 = plane.gap(x1)
-    hit = (g1 < 0) & (plane.normal_velocity(v1) < 0)
+    approaching = plane.normal_velocity(v1) < 0
+    if plane.thin:
+        if x0 is None:
+            raise ValueError("naive_contact on a thin plane needs the start of the step, x0")
+        hit = crossing(plane, x0, x1)[0] & approaching
+    else:
+        hit = (g1 < 0) & approaching
     target = plane.offset - g1 if mirror else plane.offset
     return hit, plane.set_normal(x1, target)
 
 
-def crossing(plane: Plane, x0: Coords, x1: Coords):
-    """``(crossed, s, x_c)``: the step crossed the plane, at fraction ``s`` of the step
-    (linear interpolation of the gap, finite at the switch points), at position ``x_c``."""
+def crossing(plane: Plane, x0: Coords, x1: Coords, *, within_extent: bool = True):
+    """``(crossed, s, x_c)``: the step crossed the plane from its free side, at fraction
+    ``s`` of the step (linear interpolation of the gap, finite at the switch points), at
+    position ``x_c``.
+
+    On a thin plane ``crossed`` also requires ``x_c`` to lie within the extent (closed
+    bounds); ``within_extent=False`` drops that test (the smoothed thin contacts weigh it
+    instead, :func:`edge_weights`).
+    """
     g0, g1 = plane.gap(x0), plane.gap(x1)
     s = impact_fraction(g0, g1)
-    return (g0 >= 0) & (g1 < 0), s, x0 + s * (x1 - x0)
+    x_c = x0 + s * (x1 - x0)
+    crossed = (g0 >= 0) & (g1 < 0)
+    if plane.thin and within_extent:
+        crossed = crossed & plane.within(x_c)
+    return crossed, s, x_c
+
+
+def edge_weights(plane: Plane, x_c: Coords, tau):
+    r"""``(w, 1 - w)``: the smoothed "within the extent" switch of a thin plane at the
+    crossing point, :math:`w = σ(m(x_c)/τ)` with m the signed margin inside the extent
+    (:meth:`Plane.margin`), τ in metres. Both weights are computed directly (no
+    cancellation in :math:`1 - w` when w is close to 1). As τ → 0, w tends to the hard
+    test :meth:`Plane.within` away from the edge."""
+    m = plane.margin(x_c) / tau
+    return jax.nn.sigmoid(m), jax.nn.sigmoid(-m)
+
+
+def blend(w_keep, hit: Coords, free: Coords) -> Coords:
+    """``hit + w_keep (free - hit)``: a contact's correction weighted by ``1 - w_keep``."""
+    return hit + w_keep * (free - hit)
 
 
 class Contact(eqx.Module):

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .._checks import check_positive
-from .._coords import Coords
+from .._coords import Coords, along
 from .base import ForceContact, Plane, check_param, param
 
 
@@ -29,19 +29,31 @@ class PenaltySpring(ForceContact):
     damper switch :math:`σ(-g/τ)`; both tend to the hard model as τ → 0, and the force is
     smooth (and slightly active above the plane, within a few τ).
 
+    **Two bodies.** A plane in relative coordinates couples two bodies: for positions
+    ``(x_a, x_b)`` the normal ``(-1, +1)`` makes the gap :math:`x_b - x_a` and the force push
+    them apart. Coordinates listed in ``kinematic`` are driven bodies (infinite mass, e.g. a
+    pusher whose velocity is a control): the force does not act on them.
+
+    The plane must be a half-space (a thin plane has no inside to penetrate).
+
     Attributes:
         plane: the :class:`Plane`.
         k: stiffness in N/m (> 0), or a key of θ.
         c: damping in N·s/m (>= 0), or a key of θ.
         mass: mass of the body in kg (> 0), or a key of θ.
-        smoothing: τ in metres, or ``None`` for the hard switch (static).
+        smoothing: τ in metres (> 0; a number or an array, which may be traced: anneal it
+            inside a jitted optimisation), or ``None`` for the hard switch.
+        kinematic: indices of position coordinates the force does not act on (static).
     """
 
     plane: Plane
     k: Any = 1e4
     c: Any = 0.0
     mass: Any = 1.0
-    smoothing: float | None = eqx.field(static=True, default=None)
+    smoothing: Any = None
+    kinematic: tuple[int, ...] = eqx.field(
+        static=True, converter=lambda k: tuple(int(i) for i in k), default=()
+    )
 
     def __check_init__(self):
         check_param("k", self.k)
@@ -49,6 +61,15 @@ class PenaltySpring(ForceContact):
         check_param("mass", self.mass)
         if self.smoothing is not None:
             check_positive("smoothing", self.smoothing)
+        if self.plane.thin:
+            raise ValueError(
+                "PenaltySpring needs a half-space plane: a thin plane (with an extent) has no "
+                "inside to penetrate"
+            )
+        n = len(self.plane.normal)
+        for i in self.kinematic:
+            if i < 0 or (n > 1 and i >= n):
+                raise ValueError(f"kinematic index {i} out of range for a normal of size {n}")
 
     def accel_coords(self, x: Coords, v: Coords, theta) -> Coords:
         k = param(self.k, theta)
@@ -64,4 +85,8 @@ class PenaltySpring(ForceContact):
             pen = tau * jax.nn.softplus(-g / tau)
             on = jax.nn.sigmoid(-g / tau)
         f = k * pen - c * vn * on
-        return self.plane.push(x._map(jnp.zeros_like), f / m)
+        zeros = x._map(jnp.zeros_like)
+        if not self.kinematic:
+            return self.plane.push(zeros, f / m)
+        w = tuple(0.0 if i in self.kinematic else wi for i, wi in enumerate(self.plane._weights(x)))
+        return along(w, f / m, zeros)

@@ -10,6 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from diffsim import rollout
+from diffsim.contact import StopDead, WithContact
+from diffsim.integrators import SemiImplicitEuler
 from diffsim.systems import projectile_wall as pw
 
 V_SHORT, V_CLEAR = pw.plateau_bounds()
@@ -36,6 +39,51 @@ def test_article_opening_state():
     assert float(pw.loss(8.0)) == 16.0
     assert not bool(pw.clears_wall(8.0))
     assert float(jax.grad(pw.loss)(8.0)) == 0.0
+
+
+def _hand_written_landing_x(v0, h=pw.DEFAULT_H):
+    """An independent reference: semi-implicit Euler written out over arrays of v0, the
+    landing and the wall crossing located inside their step by linear interpolation, then
+    the wall's rule (blocked: x = 6). The hand-written simulator this module used before
+    it was built from the library."""
+    v0 = np.asarray(v0, float)
+    x, y = np.zeros_like(v0), np.zeros_like(v0)
+    vx, vy = v0 * math.cos(pw.ANGLE), v0 * math.sin(pw.ANGLE)
+    landed, crossed = np.zeros(v0.shape, bool), np.zeros(v0.shape, bool)
+    R, yw = np.zeros_like(v0), np.zeros_like(v0)
+    for _ in range(pw.num_steps_for(h, v0)):
+        vy = vy - pw.G * h
+        x1, y1 = x + h * vx, y + h * vy
+        land = ~landed & (y1 < 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            R = np.where(land, x + np.clip(y / (y - y1), 0, 1) * (x1 - x), R)
+            cross = ~landed & ~crossed & (x <= pw.WALL_X) & (x1 > pw.WALL_X)
+            s_w = np.clip((pw.WALL_X - x) / (x1 - x), 0, 1)
+        yw = np.where(cross, y + s_w * (y1 - y), yw)
+        landed, crossed, x, y = landed | land, crossed | cross, x1, y1
+    clear = (R > pw.WALL_X) & (yw > pw.WALL_HEIGHT)
+    return np.where(clear, R, np.minimum(R, pw.WALL_X))
+
+
+def test_built_from_the_library():
+    step = pw.wall_step()
+    assert isinstance(step, WithContact) and isinstance(step.integrator, SemiImplicitEuler)
+    wall, ground = step.contacts
+    assert isinstance(wall, StopDead) and isinstance(ground, StopDead)
+    assert wall.toi and ground.toi and wall.plane.thin and not ground.plane.thin
+    # the public functions are rollouts of that step, as a user would compose them
+    n = pw.num_steps_for(pw.DEFAULT_H)
+    for v in (5.0, 8.0, 11.0):
+        xT, vT = rollout(step, pw.launch_state(v), {"g": pw.G}, n, trajectory=False)
+        assert float(xT[0]) == pytest.approx(float(pw.landing_x(v)), rel=1e-13, abs=1e-13)
+        np.testing.assert_array_equal(vT, 0.0)  # at rest: landed or stopped on the wall
+
+
+def test_agrees_with_an_independent_hand_written_simulator():
+    v0 = np.linspace(4.0, 14.0, 201)
+    np.testing.assert_allclose(
+        np.asarray(pw.landing_x(jnp.asarray(v0))), _hand_written_landing_x(v0), rtol=0, atol=1e-9
+    )
 
 
 def test_landing_x_within_one_percent_of_closed_form_off_the_cliff():
@@ -133,6 +181,24 @@ def test_smoothed_loss_is_smooth():
         f = np.asarray(pw.loss(jnp.asarray(v0), smoothing=tau))
         d2 = np.abs(np.diff(f, 2)) / dv**2
         assert d2.max() < 30 / tau**2
+
+
+def test_smoothed_model_is_the_hard_one_short_of_the_wall_and_takes_a_traced_tau():
+    short = jnp.linspace(4.0, V_SHORT - 0.05, 20)  # these balls never reach x = 6
+    for tau in (0.1, 1.0):
+        np.testing.assert_array_equal(pw.loss(short, smoothing=tau), pw.loss(short))
+    # τ may be traced (annealed inside a jitted optimisation)
+    value, (dv, dtau) = jax.jit(jax.value_and_grad(pw.smoothed_loss, argnums=(0, 1)))(8.5, 0.3)
+    assert float(value) == pytest.approx(float(pw.smoothed_loss(8.5, 0.3)), rel=1e-12)
+    assert float(dv) < 0 and np.isfinite(float(dtau))
+
+
+def test_a_ball_that_clears_the_wall_is_never_stopped_behind_it():
+    x, y = pw.trajectory(jnp.asarray(11.0))
+    x, y = np.asarray(x), np.asarray(y)
+    landed = int(np.argmax(y[1:] == 0.0)) + 1
+    assert np.all(np.diff(x[:landed]) > 0)  # flies on past x = 6, descending, to the ground
+    assert x[landed] > 12 and np.all(x[landed:] == x[landed]) and np.all(y[landed:] == 0.0)
 
 
 def test_trajectory_stops_at_the_wall_and_lands():

@@ -4,14 +4,33 @@ Canonical numbers (``DESIGN.md``): g = 9.81 m/s², launch angle 45°, launcher a
 wall at x = 6 m of height 2 m, target at x = 10 m. Clear the wall and fly on to the range
 R = v₀² sin 2α / g; hit it and stop dead at the wall. Loss = (x − target)².
 
-This module holds the closed form; the time-stepped simulator builds on it.
+Two models of the same flight:
+
+* the **closed form** (:func:`landing_x_closed_form`, :func:`loss_closed_form`, ...), the
+  reference the time-stepped model is tested against;
+* the **time-stepped simulator** (:func:`landing_x`, :func:`loss`, :func:`trajectory`, ...):
+  a :func:`diffsim.rollout` of :func:`wall_step`, i.e. the library's parts composed as a
+  user would — ``WithContact(SemiImplicitEuler(gravity, h), (StopDead(thin wall, toi=True),
+  StopDead(ground, toi=True)))`` on the state ``((x, y), (vx, vy))``. The wall is a thin
+  plane (``Plane.wall(6, height=2)``): the ball stops dead where its step crosses x = 6 below
+  the top (the crossing point interpolated inside the step); a ball that crosses above the
+  top flies on and is never touched again. The ground stops the ball where it lands,
+  interpolated inside the step. The ball's final x is the landing x.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
+import jax
 import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_in_range, check_int, check_positive, is_concrete
+from .._rollout import rollout
+from ..contact import Plane, StopDead, WithContact
+from ..integrators import SemiImplicitEuler
 
 G = 9.81
 ANGLE = math.pi / 4
@@ -68,30 +87,42 @@ def optimal_v0(*, g=G, angle=ANGLE, target=TARGET):
     return math.sqrt(target * g / math.sin(2 * angle))
 
 
-# --- the time-stepped simulator ------------------------------------------------------------
-#
-# Semi-implicit Euler on the 2-D state (x, y, vx, vy) under gravity, h = 1/240 s by default.
-# One lax.scan with a fixed number of steps (long enough for the longest flight considered)
-# records two events, each located *inside* its step by linear interpolation of the
-# step's straight-line segment (time-of-impact correction):
-#
-# * the landing, where y crosses 0:      s = y_k / (y_k - y_{k+1}),  R_h = x_k + s (x_{k+1} - x_k)
-# * the wall crossing, where x crosses 6: s = (6 - x_k) / (x_{k+1} - x_k),  y_w = y_k + s (...)
-#
-# Both are smooth functions of v0, so autodiff gives their true derivatives. The contact
-# switch is then applied to them: the ball that reaches the wall below its top stops dead
-# at x = 6, a constant (gradient exactly 0).
-
-import functools  # noqa: E402
-
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-
-from .._checks import check_in_range, check_positive, is_concrete  # noqa: E402
-from ..contact.base import safe_div  # noqa: E402
+# --- the time-stepped simulator: library parts -------------------------------------------
 
 DEFAULT_H = 1 / 240
 V0_MAX = 14.0
+
+
+def _gravity(x, v, theta):
+    g = theta["g"]
+    return jnp.stack([jnp.zeros_like(g), -g])
+
+
+def wall_step(h=DEFAULT_H, *, smoothing=None) -> WithContact:
+    r"""The step ``(((x, y), (vx, vy)), {"g": g}) -> ...`` of the ball: semi-implicit Euler
+    under gravity, then the thin wall and the ground as stop-dead contacts located inside
+    the step (``toi=True``).
+
+    With ``smoothing=τ`` (metres) the wall's edge is smoothed (see
+    :class:`~diffsim.contact.StopDead` on thin planes): a ball crossing x = 6 at height
+    :math:`y_c` is stopped with weight :math:`σ((H - y_c)/τ)` and keeps the rest of its
+    motion, :math:`(1 - σ)` of its velocity and of the remainder of the step.
+
+    Args:
+        h: time step in seconds (> 0; may be traced).
+        smoothing: τ in metres (> 0; may be traced) or ``None`` for the hard wall.
+    """
+    wall = StopDead(Plane.wall(WALL_X, 2, height=WALL_HEIGHT), toi=True, smoothing=smoothing)
+    ground = StopDead(Plane.ground(2), toi=True)
+    return WithContact(SemiImplicitEuler(_gravity, h=h), (wall, ground))
+
+
+def launch_state(v0, *, angle=ANGLE):
+    """``((0, 0), (v0 cos α, v0 sin α))``: the ball at the launcher (a scalar v0)."""
+    v0 = jnp.asarray(v0)
+    zero = jnp.zeros_like(v0)
+    vel = jnp.stack([v0 * math.cos(angle), v0 * math.sin(angle)])
+    return jnp.stack([zero, zero]), vel
 
 
 def _check_v0(v0):
@@ -125,69 +156,53 @@ def num_steps_for(h: float, v0=None, *, g: float = G, angle: float = ANGLE) -> i
     return math.ceil(1.05 * 2 * v_max * math.sin(angle) / g / h) + 2
 
 
-def _free_step(x, y, vx, vy, h, g):
-    vy1 = vy - g * h
-    return x + h * vx, y + h * vy1, vx, vy1
-
-
-@functools.partial(jax.jit, static_argnames=("num_steps",))
-def _flight(v0, h, num_steps):
-    """``(R_h, y_w)``: landing x ignoring the wall, and height at the wall crossing (0 if the
-    ball lands first). Both interpolated inside their step."""
+@functools.partial(jax.jit, static_argnames=("num_steps", "smoothed", "keep"))
+def _simulate(v0, h, tau, num_steps, smoothed, keep):
+    """The rollout of :func:`wall_step` from :func:`launch_state` (a scalar v0): the final
+    position, or with ``keep`` the positions at every step (leading axis num_steps + 1)."""
     dtype = v0.dtype
-    h = jnp.asarray(h, dtype)
-    vx0 = v0 * math.cos(ANGLE)
-    vy0 = v0 * math.sin(ANGLE)
-    zero = jnp.zeros((), dtype)
-    false = jnp.zeros((), bool)
-
-    def body(c, _):
-        x, y, vx, vy, landed, R, crossed, yw = c
-        x1, y1, vx1, vy1 = _free_step(x, y, vx, vy, h, G)
-        land_now = ~landed & (y1 < 0)
-        s_land = jnp.clip(safe_div(y, y - y1), 0.0, 1.0)
-        R = jnp.where(land_now, x + s_land * (x1 - x), R)
-        cross_now = ~landed & ~crossed & (x <= WALL_X) & (x1 > WALL_X)
-        s_w = jnp.clip(safe_div(WALL_X - x, x1 - x), 0.0, 1.0)
-        yw = jnp.where(cross_now, y + s_w * (y1 - y), yw)
-        return (x1, y1, vx1, vy1, landed | land_now, R, crossed | cross_now, yw), None
-
-    init = (zero, zero, vx0, vy0, false, zero, false, zero)
-    (x, _, _, _, landed, R, crossed, yw), _ = jax.lax.scan(body, init, None, length=num_steps)
-    R = jnp.where(landed, R, x)  # not landed within num_steps: last x (see num_steps_for)
-    return R, jnp.where(crossed, yw, 0.0)
+    step = wall_step(jnp.asarray(h, dtype), smoothing=jnp.asarray(tau, dtype) if smoothed else None)
+    theta = {"g": jnp.asarray(G, dtype)}
+    out = rollout(step, launch_state(v0), theta, num_steps, trajectory=keep)
+    return out[0]
 
 
-def _landing_from_events(R, yw, smoothing):
-    x_blocked = jnp.minimum(R, WALL_X)  # short of the wall: R; reaching it: stop dead at 6
-    if smoothing is None:
-        clear = (R > WALL_X) & (yw > WALL_HEIGHT)
-        return jnp.where(clear, R, x_blocked)
-    # R - x_blocked is exactly 0 short of the wall, so the sigmoid only acts at the wall
-    return x_blocked + jax.nn.sigmoid((yw - WALL_HEIGHT) / smoothing) * (R - x_blocked)
+def _final_position(v0, h, smoothing):
+    v0 = _check_v0(v0)
+    h = _check_h(h)
+    n = num_steps_for(h, v0)
+    smoothed = smoothing is not None
+    tau = smoothing if smoothed else 0.0
+    f = jnp.vectorize(lambda v: _simulate(v, h, tau, n, smoothed, False), signature="()->(k)")
+    return f(v0)
 
 
 def landing_x(v0, *, h: float = DEFAULT_H, smoothing: float | None = None):
     r"""Where the time-stepped ball ends (m): its landing x, or the wall's x = 6 if blocked.
 
-    Semi-implicit Euler with step h; the landing and the wall crossing are located inside
-    their step by interpolation, so the result agrees with :func:`landing_x_closed_form` to
-    about 0.2 % at h = 1/240 (worst off the cliff; the cliff itself moves by ~0.02 m/s).
+    The final x of a :func:`diffsim.rollout` of :func:`wall_step` (semi-implicit Euler with
+    step h, stop-dead thin wall and ground, both located inside their step), long enough
+    for the ball to land (:func:`num_steps_for`). It agrees with
+    :func:`landing_x_closed_form` to about 0.2 % at h = 1/240 (worst off the cliff; the
+    cliff itself moves by ~0.02 m/s). A blocked ball ends exactly at x = 6 (the contact puts
+    it on the wall), so the gradient there is exactly 0.
 
-    **Smoothing** (``smoothing = τ`` in metres): the hard switch "clears iff the height at
-    the wall :math:`y_w` exceeds the wall height H" becomes a sigmoid,
-
-    .. math:: x_τ = x_b + σ\big((y_w - H)/τ\big)\,(R_h - x_b),\qquad x_b = \min(R_h, 6),
-
-    a smooth blend of "stopped at the wall" and "flew on to R_h". It tends to the hard model
-    as τ → 0, is smooth in v0, and on the plateau its derivative is positive (the ball is
-    partly "leaking" over the wall), so d loss/d v0 < 0 there: descent moves v0 toward the
-    cliff and on into the basin.
+    **Smoothing** (``smoothing = τ`` in metres): the wall's top edge is smoothed inside the
+    simulation (:class:`~diffsim.contact.StopDead` on a thin plane). A ball crossing x = 6
+    at height :math:`y_c` is stopped there with weight :math:`w = σ((H - y_c)/τ)` and keeps
+    the fraction :math:`1 - w` of its velocity (and of the rest of its step); it then flies
+    on, and lands, under the same physics. So on the plateau a ball "leaks" over the wall a
+    little, more the closer it passes to the top: the landing x grows with v0 and
+    d loss/d v0 < 0 there, which sends descent toward the cliff and into the basin; balls
+    landing short of the wall are untouched, and as τ → 0 the model tends to the hard wall
+    (off the cliff). It is smooth in v0 up to the O(h²) jitter of which step the crossing
+    falls in.
 
     Args:
         v0: launch speed in m/s (>= 0); any shape (evaluated elementwise, ``vmap``-ed).
         h: time step in seconds (> 0, a Python float: it fixes the number of scan steps).
-        smoothing: temperature τ in metres (> 0) or ``None`` for the hard wall.
+        smoothing: temperature τ in metres (> 0; may be traced) or ``None`` for the hard
+            wall.
 
     Returns:
         Landing x in metres, shaped like v0.
@@ -197,22 +212,12 @@ def landing_x(v0, *, h: float = DEFAULT_H, smoothing: float | None = None):
         >>> round(float(pw.landing_x(8.0)), 2), bool(pw.clears_wall(8.0))
         (6.0, False)
     """
-    R, yw = _events(v0, h)
-    return _landing_from_events(R, yw, _check_smoothing(smoothing))
-
-
-def _events(v0, h):
-    v0 = _check_v0(v0)
-    h = _check_h(h)
-    n = num_steps_for(h, v0)
-    flight = jnp.vectorize(lambda v: _flight(v, h, n))
-    return flight(v0)
+    return _final_position(v0, h, _check_smoothing(smoothing))[..., 0]
 
 
 def clears_wall(v0, *, h: float = DEFAULT_H):
-    """True when the time-stepped ball reaches the wall above its top (bool array)."""
-    R, yw = _events(v0, h)
-    return (R > WALL_X) & (yw > WALL_HEIGHT)
+    """True when the time-stepped ball passes over the wall (it lands beyond x = 6)."""
+    return landing_x(v0, h=h) > WALL_X
 
 
 def loss(v0, *, h: float = DEFAULT_H, smoothing: float | None = None, target: float = TARGET):
@@ -231,40 +236,15 @@ def loss(v0, *, h: float = DEFAULT_H, smoothing: float | None = None, target: fl
 
 
 def smoothed_loss(v0, tau: float, *, h: float = DEFAULT_H, target: float = TARGET):
-    """:func:`loss` with the sigmoid wall of temperature ``tau`` metres (> 0)."""
+    """:func:`loss` with the wall's edge smoothed at temperature ``tau`` metres (> 0)."""
     check_positive("tau", tau)
     return loss(v0, h=h, smoothing=tau, target=target)
 
 
-@functools.partial(jax.jit, static_argnames=("num_steps",))
-def _trajectory(v0, h, num_steps):
-    dtype = v0.dtype
-    h = jnp.asarray(h, dtype)
-    zero = jnp.zeros((), dtype)
-
-    def body(c, _):
-        x, y, vx, vy, done = c
-        x1, y1, vx1, vy1 = _free_step(x, y, vx, vy, h, G)
-        s_land = jnp.where(y1 < 0, jnp.clip(safe_div(y, y - y1), 0.0, 1.0), 2.0)
-        crosses = (x <= WALL_X) & (x1 > WALL_X)
-        s_w = jnp.clip(safe_div(WALL_X - x, x1 - x), 0.0, 1.0)
-        yw = y + s_w * (y1 - y)
-        blocked = ~done & crosses & (s_w <= s_land) & (yw <= WALL_HEIGHT)
-        lands = ~done & ~blocked & (y1 < 0)
-        xl = x + jnp.clip(s_land, 0.0, 1.0) * (x1 - x)
-        xn = jnp.where(done, x, jnp.where(blocked, WALL_X, jnp.where(lands, xl, x1)))
-        yn = jnp.where(done, y, jnp.where(blocked, yw, jnp.where(lands, 0.0, y1)))
-        out = (xn, yn, vx1, vy1, done | blocked | lands)
-        return out, (xn, yn)
-
-    init = (zero, zero, v0 * math.cos(ANGLE), v0 * math.sin(ANGLE), jnp.zeros((), bool))
-    _, (xs, ys) = jax.lax.scan(body, init, None, length=num_steps)
-    return jnp.concatenate([zero[None], xs]), jnp.concatenate([zero[None], ys])
-
-
 def trajectory(v0, *, h: float = DEFAULT_H, num_points: int | None = None):
-    """The flight path ``(x, y)`` (m) at times ``0, h, 2h, ...``: the ball stops dead at
-    the wall if blocked, and rests where it lands otherwise.
+    """The flight path ``(x, y)`` (m) at times ``0, h, 2h, ...``: the rollout of
+    :func:`wall_step`. A blocked ball stops dead on the wall where it hit it (and sticks
+    there); otherwise it rests where it lands.
 
     Args:
         v0: launch speed in m/s (>= 0); any shape (the path gets a trailing time axis).
@@ -278,11 +258,10 @@ def trajectory(v0, *, h: float = DEFAULT_H, num_points: int | None = None):
     v0 = _check_v0(v0)
     h = _check_h(h)
     n = num_steps_for(h, v0)
-    f = jnp.vectorize(lambda v: _trajectory(v, h, n), signature="()->(k),(k)")
-    x, y = f(v0)
+    f = jnp.vectorize(lambda v: _simulate(v, h, 0.0, n, False, True), signature="()->(k,d)")
+    path = f(v0)
+    x, y = path[..., 0], path[..., 1]
     if num_points is not None:
-        from .._checks import check_int
-
         num_points = check_int("num_points", num_points, minimum=2)
         idx = np.round(np.linspace(0, n, num_points)).astype(int)
         x, y = jnp.take(x, idx, axis=-1), jnp.take(y, idx, axis=-1)

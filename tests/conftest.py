@@ -19,6 +19,18 @@ from diffsim import integrators  # noqa: E402
 INTEGRATORS = dict(integrators.INTEGRATORS)
 
 
+_MARK_BY_FILE = {"test_demo_browser.py": "browser", "test_bench.py": "peers"}
+"""Whole files that belong to the separate job (scripts/test-slow): real Chromium, and the
+peer frameworks of the benchmark (Warp, Taichi, PyTorch, the compiled C reference)."""
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        mark = _MARK_BY_FILE.get(item.path.name)
+        if mark is not None:
+            item.add_marker(getattr(pytest.mark, mark))
+
+
 @pytest.fixture
 def key():
     return jax.random.PRNGKey(0)

@@ -6,6 +6,7 @@ float64 NumPy reference (the hand adjoint of the task, :func:`reference_gradient
 """
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -67,7 +68,11 @@ def _check_against_reference(name: str, n: int, steps: int) -> None:
 
 
 def _available(name: str) -> bool:
-    return importlib.util.find_spec(PEERS[name]) is not None
+    """Installed; with DIFFSIM_REQUIRE_PEERS=1 (scripts/test-slow) a missing peer fails."""
+    found = importlib.util.find_spec(PEERS[name]) is not None
+    if not found and os.environ.get("DIFFSIM_REQUIRE_PEERS") == "1":
+        raise RuntimeError(f"peer {name} is required (DIFFSIM_REQUIRE_PEERS=1) but missing")
+    return found
 
 
 @pytest.mark.parametrize("name", [*CORE[1:], *PEERS])

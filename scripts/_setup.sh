@@ -1,0 +1,21 @@
+# Shared set-up for scripts/test and scripts/test-slow (sourced, not run).
+#   EXTRAS: pip extras to install (default "test")
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e ".[${EXTRAS:-test}]"
+
+install_chromium() {
+  # Debian's chromium, for the browser tests (Playwright drives it; no browser download)
+  if ! command -v chromium >/dev/null 2>&1; then
+    local SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  fi
+}

@@ -153,12 +153,11 @@ class Extent(eqx.Module):
         r"""Signed distance inside the bounds along t: :math:`\min(t·x - lo,\ hi - t·x)`
         over the bounds given (positive inside, negative outside)."""
         tx = self.coordinate(x)
-        m = None
-        if self.lo is not None:
-            m = tx - self.lo
-        if self.hi is not None:
-            m = self.hi - tx if m is None else jnp.minimum(m, self.hi - tx)
-        return m
+        if self.lo is None:
+            return self.hi - tx
+        if self.hi is None:
+            return tx - self.lo
+        return jnp.minimum(tx - self.lo, self.hi - tx)
 
 
 class Plane(eqx.Module):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -98,7 +99,7 @@ def _gravity(x, v, theta):
     return jnp.stack([jnp.zeros_like(g), -g])
 
 
-def wall_step(h=DEFAULT_H, *, smoothing=None) -> WithContact:
+def wall_step(h: Any = DEFAULT_H, *, smoothing: Any = None) -> WithContact:
     r"""The step ``(((x, y), (vx, vy)), {"g": g}) -> ...`` of the ball: semi-implicit Euler
     under gravity, then the thin wall and the ground as stop-dead contacts located inside
     the step (``toi=True``).

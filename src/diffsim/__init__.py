@@ -3,11 +3,16 @@
 A simulator is a step ``s' = f(s, θ)``; a rollout composes it T times. diffsim gives exact
 gradients and Jacobians through rollouts — by autodiff and by analytic per-step Jacobians
 chained forwards or backwards — and the tools to tell when they can be trusted.
+
+One flat namespace (implementation modules are private): the functions below, and the public
+sub-namespaces ``contact``, ``doctor``, ``estimators``, ``integrators`` and ``systems``. No
+exported name is also a submodule's name, so ``import diffsim.X`` always means one thing.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
 from . import contact as contact
+from . import doctor as doctor
 from . import estimators as estimators
 from . import integrators as integrators
 from . import systems as systems
@@ -17,6 +22,11 @@ from ._jacobians import adjoint_vjp as adjoint_vjp
 from ._jacobians import forward_sensitivity as forward_sensitivity
 from ._jacobians import rollout_jacobian as rollout_jacobian
 from ._jacobians import step_jacobian as step_jacobian
+from ._optimize import OptimizeHistory as OptimizeHistory
+from ._optimize import OptimizeResult as OptimizeResult
+from ._optimize import Schedule as Schedule
+from ._optimize import cosine_anneal as cosine_anneal
+from ._optimize import optimize as optimize
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
 from .doctor import Diagnosis as Diagnosis
@@ -24,8 +34,6 @@ from .doctor import GradCheck as GradCheck
 from .doctor import check_grad as check_grad
 from .doctor import diagnose as diagnose
 from .doctor import diagnose_rollout as diagnose_rollout
-from .optimize import OptimizeResult as OptimizeResult
-from .optimize import optimize as optimize
 
 try:
     __version__ = version("diffsim")
@@ -36,14 +44,18 @@ __all__ = [
     "Diagnosis",
     "GradCheck",
     "Gradient",
+    "OptimizeHistory",
     "OptimizeResult",
+    "Schedule",
     "__version__",
     "adjoint_vjp",
     "check_grad",
     "checkpoint_segments",
     "contact",
+    "cosine_anneal",
     "diagnose",
     "diagnose_rollout",
+    "doctor",
     "estimators",
     "forward_sensitivity",
     "integrators",

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, PyTree
 
-from ._checks import check_finite_tree, check_int
-from .estimators.base import Estimator, GradientEstimate
+from ._checks import check_finite_tree, check_int, check_positive
+from .estimators import Estimator, GradientEstimate
 
 Schedule = Callable[[Array], Array]
 """A schedule ``step -> value`` (any callable of the step index; Optax schedules work)."""
@@ -54,17 +54,13 @@ class OptimizeResult(eqx.Module):
     history: OptimizeHistory
 
 
-def _with_sigma(estimator: Estimator, sigma: Array) -> Estimator:
-    return eqx.tree_at(lambda e: e.sigma, estimator, sigma)
-
-
 @eqx.filter_jit
 def _optimize(
     loss, theta0, estimator, optimizer, steps, key, sigma_schedule, temp_schedule, callback
 ):
     theta0 = jax.tree_util.tree_map(jnp.asarray, theta0)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0), float)
-    has_sigma = hasattr(estimator, "sigma")
+    sigma0 = estimator.smoothing_scale()  # None: no σ to record or anneal
 
     def loss_at(temperature: Array) -> Callable[[Any], Array]:
         if temp_schedule is None:
@@ -75,11 +71,11 @@ def _optimize(
         theta, opt_state, evals = carry
         k, step_key = inputs
         est, sigma = estimator, jnp.asarray(jnp.nan, dtype)
-        if has_sigma:
-            sigma = jnp.asarray(estimator.sigma, dtype)
+        if sigma0 is not None:
+            sigma = jnp.asarray(sigma0, dtype)
             if sigma_schedule is not None:
                 sigma = jnp.asarray(sigma_schedule(k), dtype)
-                est = _with_sigma(estimator, sigma)
+                est = estimator.with_sigma(sigma)
         temp = jnp.asarray(jnp.nan if temp_schedule is None else temp_schedule(k), dtype)
         loss_k = loss_at(temp)
         r = est(loss_k, theta, step_key)
@@ -119,8 +115,9 @@ def optimize(
     under ``jit``; the result is deterministic given ``key``, and ``optimize`` can itself
     be ``vmap``-ed over starting points.
 
-    Annealing: ``sigma_schedule(k)`` replaces the estimator's σ at step k (ignored for
-    estimators without σ: exact, finite differences); ``temperature_schedule(k)`` gives a
+    Annealing: ``sigma_schedule(k)`` replaces the estimator's σ at step k through
+    :meth:`~diffsim.estimators.Estimator.with_sigma` (so it is ignored by estimators without
+    σ: exact, finite differences); ``temperature_schedule(k)`` gives a
     smoothing temperature τ_k and the loss is then called as ``loss(θ, τ_k)`` — an
     analytically smoothed model annealed toward the hard one.
 
@@ -187,8 +184,6 @@ def cosine_anneal(start: float, end: float, num_steps: int, fraction: float = 1.
         ValueError: ``start`` or ``end`` not finite and > 0, ``num_steps < 1``, or
             ``fraction`` outside (0, 1].
     """
-    from ._checks import check_positive
-
     check_positive("start", start)
     check_positive("end", end)
     num_steps = check_int("num_steps", num_steps, minimum=1)

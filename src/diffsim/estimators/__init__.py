@@ -1,7 +1,11 @@
 """Gradient estimators through contact: exact, finite differences, ZoBG, FoBG, AoBG.
 
 Every estimator is a strategy object with one method,
-``estimator(loss, theta, key) -> GradientEstimate``, for any scalar JAX loss over a pytree θ.
+``estimator(loss, theta, key) -> GradientEstimate``, for any scalar JAX loss over a pytree θ,
+and declares what it is and what it takes (``label``, ``options``, ``smoothing``, ``reports``,
+...: see :class:`Estimator`). :data:`ESTIMATORS` is the one registry: the CLI's
+``--estimator`` choices, the page's gradient panel and the parametrized tests read it.
+Adding an estimator is one file and one line here (``CONTRIBUTING.md``).
 See ``docs/estimators.md`` and Suh et al., ICML 2022.
 """
 
@@ -12,8 +16,14 @@ from typing import Any
 from .alpha_order import AlphaOrder as AlphaOrder
 from .alpha_order import bernstein_radius as bernstein_radius
 from .alpha_order import choose_alpha as choose_alpha
+from .base import BASE_QUANTITIES as BASE_QUANTITIES
+from .base import QUANTITIES as QUANTITIES
 from .base import Estimator as Estimator
 from .base import GradientEstimate as GradientEstimate
+from .base import Option as Option
+from .base import Quantity as Quantity
+from .base import Reported as Reported
+from .base import SmoothingEstimator as SmoothingEstimator
 from .exact import Exact as Exact
 from .finite_difference import FiniteDifference as FiniteDifference
 from .first_order import FirstOrder as FirstOrder
@@ -27,7 +37,8 @@ ESTIMATORS: dict[str, type[Estimator]] = {
     "first": FirstOrder,
     "alpha": AlphaOrder,
 }
-"""Name → estimator class, as used by :func:`make_estimator` and the CLI."""
+"""Name → estimator class: :func:`make_estimator`, the CLI's ``--estimator`` choices, the
+page and the parametrized tests read it (in this order)."""
 
 
 def make_estimator(name: str, **options: Any) -> Estimator:
@@ -47,13 +58,19 @@ def make_estimator(name: str, **options: Any) -> Estimator:
 
 
 __all__ = [
+    "BASE_QUANTITIES",
     "ESTIMATORS",
+    "QUANTITIES",
     "AlphaOrder",
     "Estimator",
     "Exact",
     "FiniteDifference",
     "FirstOrder",
     "GradientEstimate",
+    "Option",
+    "Quantity",
+    "Reported",
+    "SmoothingEstimator",
     "ZerothOrder",
     "bernstein_radius",
     "choose_alpha",

@@ -8,16 +8,29 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array
+from jaxtyping import Array, ArrayLike
 
 from .._checks import check_finite_tree
 from ._common import positive_field, samples_field
-from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result, mean_and_stats
+from .base import (
+    ANTITHETIC,
+    NUM_SAMPLES,
+    SIGMA,
+    GradientEstimate,
+    Loss,
+    Option,
+    SmoothingEstimator,
+    flatten_loss,
+    make_result,
+    mean_and_stats,
+)
 from .first_order import first_order_samples
 from .zeroth_order import zeroth_order_samples
 
 
-def bernstein_radius(s2: Array, num_samples: int, dim: int, delta: Array, R: Array) -> Array:
+def bernstein_radius(
+    s2: ArrayLike, num_samples: int, dim: int, delta: ArrayLike, R: ArrayLike
+) -> Array:
     r"""The paper's Bernstein radius for the ZoBG mean:
 
     .. math:: ε = \sqrt{\frac{2 s^2 \log((d+1)/δ)}{N}} + \frac{2R}{3N}\log\frac{d+1}{δ},
@@ -73,10 +86,11 @@ def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic):
         alpha=alpha,
         epsilon=eps,
         bias_gap=gap,
+        reports=AlphaOrder.reports,
     )
 
 
-class AlphaOrder(Estimator):
+class AlphaOrder(SmoothingEstimator):
     r"""AoBG: :math:`\hat g^α = α \hat g^1 + (1 − α) \hat g^0` from independent FoBG and
     ZoBG sample sets (N each), α chosen per call:
 
@@ -105,6 +119,19 @@ class AlphaOrder(Estimator):
     The result reports ``alpha``, ``epsilon``, ``bias_gap`` (B) and both per-sample
     variances.
     """
+
+    label = "AoBG (alpha order)"
+    short_label = "AoBG"
+    summary = "α·FoBG + (1 − α)·ZoBG, α chosen per call from the sample variances"
+    options = (
+        SIGMA,
+        NUM_SAMPLES,
+        Option("gamma", "γ, the tolerated error in gradient units", float, "grad", 0.0, None, True),
+        Option("delta", "δ, failure probability of the Bernstein bound", float, "", 0.0, 1.0, True),
+        Option("R", "bound on ‖g_i − ḡ⁰‖ for the ZoBG samples", float, "grad", 0.0, None, True),
+        ANTITHETIC,
+    )
+    reports = ("alpha", "epsilon", "bias_gap", "zeroth_variance", "first_variance")
 
     sigma: Array = eqx.field(converter=lambda v: positive_field("sigma", v), default=0.1)
     num_samples: int = eqx.field(static=True, default=32)

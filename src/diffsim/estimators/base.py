@@ -10,8 +10,9 @@ pytree θ and a PRNG key it returns an estimate of a gradient — of ``L`` itsel
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
-from typing import Any
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -23,6 +24,59 @@ from .._checks import check_finite_tree
 
 Loss = Callable[[Any], Any]
 """A scalar loss ``L(θ)``: a pure JAX function of a pytree θ returning a scalar."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Quantity:
+    """A quantity a :class:`GradientEstimate` can report: its field, label and unit."""
+
+    name: str
+    """The field of :class:`GradientEstimate` (or ``evaluations`` for ``num_evals``)."""
+    label: str
+    unit: str
+    """``"grad"`` (the units of ∂L/∂θ), ``"grad²"``, ``"count"`` or ``""`` (a pure number)."""
+    description: str
+
+
+QUANTITIES: dict[str, Quantity] = {
+    q.name: q
+    for q in (
+        Quantity("estimate", "estimate", "grad", "the gradient estimate"),
+        Quantity("std_error", "standard error", "grad", "per-component standard error"),
+        Quantity("evaluations", "evaluations", "count", "loss + gradient evaluations"),
+        Quantity("loss_evaluations", "loss evaluations", "count", "forward simulations"),
+        Quantity("grad_evaluations", "gradient evaluations", "count", "forward + backward"),
+        Quantity("variance", "per-sample variance", "grad²", "trace of the sample covariance"),
+        Quantity("alpha", "α", "", "weight on the first-order samples"),
+        Quantity("epsilon", "ε", "grad", "Bernstein radius of the zeroth-order mean"),
+        Quantity("bias_gap", "B", "grad", "‖first-order mean − zeroth-order mean‖"),
+        Quantity("zeroth_variance", "σ̂₀²", "grad²", "zeroth-order per-sample variance"),
+        Quantity("first_variance", "σ̂₁²", "grad²", "first-order per-sample variance"),
+    )
+}
+"""Every quantity an estimator can report, by name, in report order."""
+
+BASE_QUANTITIES: tuple[str, ...] = (
+    "estimate",
+    "std_error",
+    "evaluations",
+    "loss_evaluations",
+    "grad_evaluations",
+)
+"""What every estimate reports; an estimator's ``reports`` adds to these."""
+
+_COUNT_FIELDS = {
+    "evaluations": "num_evals",
+    "loss_evaluations": "num_loss_evals",
+    "grad_evaluations": "num_grad_evals",
+}
+
+
+class Reported(NamedTuple):
+    """One entry of :meth:`GradientEstimate.report`: what was computed, and its value."""
+
+    quantity: Quantity
+    value: Any
 
 
 class GradientEstimate(eqx.Module):
@@ -57,11 +111,36 @@ class GradientEstimate(eqx.Module):
     alpha: Array
     epsilon: Array
     bias_gap: Array
+    reports: tuple[str, ...] = eqx.field(static=True, default=())
+    """The estimator-specific quantities it computed (names in :data:`QUANTITIES`), reported
+    by :meth:`report` after :data:`BASE_QUANTITIES`."""
 
     @property
     def num_evals(self) -> Array:
         """Simulator evaluations: loss evaluations plus gradient evaluations."""
         return self.num_loss_evals + self.num_grad_evals
+
+    def report(self) -> dict[str, Reported]:
+        """The quantities this estimate holds, in order: :data:`BASE_QUANTITIES` and then
+        the estimator's own (``reports``), each with its :class:`Quantity` (label, unit).
+
+        A CLI or a page renders this without knowing which estimator made it.
+
+        Example:
+            >>> import jax, jax.numpy as jnp
+            >>> from diffsim.estimators import AlphaOrder
+            >>> r = AlphaOrder(num_samples=4)(jnp.sin, jnp.asarray(0.3), jax.random.PRNGKey(0))
+            >>> names = list(r.report())
+            >>> names[:5]
+            ['estimate', 'std_error', 'evaluations', 'loss_evaluations', 'grad_evaluations']
+            >>> names[5:]
+            ['alpha', 'epsilon', 'bias_gap', 'zeroth_variance', 'first_variance']
+        """
+        out = {}
+        for name in (*BASE_QUANTITIES, *self.reports):
+            value = getattr(self, _COUNT_FIELDS.get(name, name))
+            out[name] = Reported(QUANTITIES[name], value)
+        return out
 
 
 def make_result(
@@ -77,6 +156,7 @@ def make_result(
     alpha: Any = jnp.nan,
     epsilon: Any = jnp.nan,
     bias_gap: Any = jnp.nan,
+    reports: tuple[str, ...] = (),
 ) -> GradientEstimate:
     """Build a :class:`GradientEstimate` from flat vectors (internal helper)."""
     dt = estimate.dtype
@@ -95,6 +175,7 @@ def make_result(
         alpha=scalar(alpha),
         epsilon=scalar(epsilon),
         bias_gap=scalar(bias_gap),
+        reports=reports,
     )
 
 
@@ -134,14 +215,92 @@ def mean_and_stats(samples: Array) -> tuple[Array, Array, Array]:
     return mean, jnp.sqrt(var_c / n), jnp.sum(var_c)
 
 
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """A constructor option an estimator declares (see :attr:`Estimator.options`).
+
+    ``kind`` is ``float``, ``int`` or ``bool``; ``minimum``/``maximum`` bound the accepted
+    values (``None``: unbounded; ``exclusive`` when the bound itself is refused). The default
+    is the estimator's field default (:meth:`Estimator.defaults`).
+    """
+
+    name: str
+    help: str
+    kind: type = float
+    unit: str = ""
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive: bool = False
+
+
+SIGMA = Option("sigma", "σ, the smoothing standard deviation", float, "θ's units", 0.0, None, True)
+NUM_SAMPLES = Option("num_samples", "N, samples per estimate", int, "", 2)
+ANTITHETIC = Option("antithetic", "antithetic ±z sample pairs (N even, >= 4)", bool)
+
+
 class Estimator(eqx.Module):
     """Abstract gradient estimator: ``estimator(loss, theta, key) -> GradientEstimate``.
 
     Subclasses are final ``eqx.Module`` s whose physical options (σ, step δ, γ) are array
     fields — so ``eqx.tree_at`` can anneal them inside ``jit`` — and whose counts are static.
+
+    Each declares what it is and what it takes as class-level data, read by the registry
+    (:data:`diffsim.estimators.ESTIMATORS`), the CLI, the page and the tests — never by
+    ``hasattr`` or by comparing names:
+
+    * ``label`` / ``short_label`` / ``summary``: how it is shown;
+    * ``options``: the :class:`Option` s its constructor takes (σ, N, ...);
+    * ``randomized``: it uses the PRNG key; ``smoothing``: it estimates the gradient of the
+      Gaussian-smoothed loss and has a σ (:class:`SmoothingEstimator`);
+    * ``diagnostic``: a check to compare with, not a gradient to descend with;
+    * ``reports``: the quantities beyond :data:`BASE_QUANTITIES` its result reports.
     """
+
+    label: ClassVar[str] = ""
+    short_label: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    options: ClassVar[tuple[Option, ...]] = ()
+    randomized: ClassVar[bool] = False
+    smoothing: ClassVar[bool] = False
+    diagnostic: ClassVar[bool] = False
+    reports: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         """Estimate the gradient of ``loss`` at ``theta`` using randomness from ``key``."""
         raise NotImplementedError
+
+    @classmethod
+    def takes(cls, option: str) -> bool:
+        """Whether the constructor takes ``option`` (one of :attr:`options`)."""
+        return any(o.name == option for o in cls.options)
+
+    @classmethod
+    def defaults(cls) -> Mapping[str, Any]:
+        """Each option's default, as the constructor would use it."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        return {o.name: fields[o.name].default for o in cls.options}
+
+    def smoothing_scale(self) -> Array | None:
+        """σ for a smoothing estimator, ``None`` for the others."""
+        return None
+
+    def with_sigma(self, sigma: Any) -> Estimator:
+        """This estimator with smoothing scale ``sigma`` (inside ``jit`` too: σ is an array
+        field); an estimator without σ returns itself, so annealing applies to any."""
+        return self
+
+
+class SmoothingEstimator(Estimator):
+    """An estimator of the gradient of the Gaussian-smoothed loss
+    :math:`F(θ) = \\mathbb E_{w\\sim N(0, σ^2 I)} L(θ + w)`; it has a σ to anneal."""
+
+    smoothing: ClassVar[bool] = True
+    randomized: ClassVar[bool] = True
+    sigma: eqx.AbstractVar[Array]
+
+    def smoothing_scale(self) -> Array:
+        return self.sigma
+
+    def with_sigma(self, sigma: Any) -> SmoothingEstimator:
+        return eqx.tree_at(lambda e: e.sigma, self, sigma)

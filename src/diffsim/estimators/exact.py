@@ -34,6 +34,10 @@ class Exact(Estimator):
         [2.0, 4.0]
     """
 
+    label = "exact (autodiff)"
+    short_label = "exact"
+    summary = "∇L(θ) by autodiff: what a naive differentiable simulator returns"
+
     def __call__(self, loss: Loss, theta: Any, key: Array | None = None) -> GradientEstimate:
         check_finite_tree("theta", theta)
         return _exact(loss, theta)

@@ -11,7 +11,7 @@ from jaxtyping import Array
 
 from .._checks import check_finite_tree
 from ._common import positive_field
-from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result
+from .base import Estimator, GradientEstimate, Loss, Option, flatten_loss, make_result
 
 
 @eqx.filter_jit
@@ -39,6 +39,14 @@ class FiniteDifference(Estimator):
     Raises:
         ValueError: ``step`` not finite or <= 0.
     """
+
+    label = "central finite differences"
+    short_label = "FD"
+    summary = "central differences, one coordinate at a time: a check"
+    options = (
+        Option("step", "δ, the finite-difference step", float, "θ's units", 0.0, None, True),
+    )
+    diagnostic = True
 
     step: Array = eqx.field(converter=lambda v: positive_field("step", v), default=1e-3)
 

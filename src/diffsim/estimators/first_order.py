@@ -11,7 +11,16 @@ from jaxtyping import Array
 
 from .._checks import check_finite_tree
 from ._common import positive_field, samples_field
-from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result, mean_and_stats
+from .base import (
+    NUM_SAMPLES,
+    SIGMA,
+    GradientEstimate,
+    Loss,
+    SmoothingEstimator,
+    flatten_loss,
+    make_result,
+    mean_and_stats,
+)
 
 FORWARD_MODE_MAX_DIM = 2
 """Up to this many parameters the per-sample gradients are taken in forward mode
@@ -44,7 +53,7 @@ def _first(loss, theta, key, sigma, num_samples) -> GradientEstimate:
     )
 
 
-class FirstOrder(Estimator):
+class FirstOrder(SmoothingEstimator):
     r"""FoBG: :math:`\hat g^1 = \frac1N \sum_i ∇L(θ + σ z_i)`, :math:`z_i \sim N(0, I)`.
 
     Unbiased for ∇F only when L is locally Lipschitz. Across a jump of size ΔL_j at t_j
@@ -59,6 +68,11 @@ class FirstOrder(Estimator):
     Raises:
         ValueError: σ <= 0 or not finite; ``num_samples < 2``.
     """
+
+    label = "FoBG (first order)"
+    short_label = "FoBG"
+    summary = "average of exact gradients at perturbed θ: low variance, blind to jumps"
+    options = (SIGMA, NUM_SAMPLES)
 
     sigma: Array = eqx.field(converter=lambda v: positive_field("sigma", v), default=0.1)
     num_samples: int = eqx.field(static=True, default=32)

@@ -11,7 +11,17 @@ from jaxtyping import Array
 
 from .._checks import check_finite_tree
 from ._common import positive_field, samples_field
-from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result, mean_and_stats
+from .base import (
+    ANTITHETIC,
+    NUM_SAMPLES,
+    SIGMA,
+    GradientEstimate,
+    Loss,
+    SmoothingEstimator,
+    flatten_loss,
+    make_result,
+    mean_and_stats,
+)
 
 
 def zeroth_order_samples(
@@ -50,7 +60,7 @@ def _zeroth(loss, theta, key, sigma, num_samples, antithetic) -> GradientEstimat
     )
 
 
-class ZerothOrder(Estimator):
+class ZerothOrder(SmoothingEstimator):
     r"""ZoBG: an unbiased estimate of ∇F for :math:`F(θ) = \mathbb E L(θ + σ z)`.
 
     .. math:: \hat g^0 = \frac1N \sum_i \frac{L(θ + σ z_i) − L(θ)}{σ} z_i,
@@ -71,6 +81,11 @@ class ZerothOrder(Estimator):
     Raises:
         ValueError: σ <= 0 or not finite; ``num_samples`` too small or odd when antithetic.
     """
+
+    label = "ZoBG (zeroth order)"
+    short_label = "ZoBG"
+    summary = "score-function estimate from loss values only: unbiased across jumps"
+    options = (SIGMA, NUM_SAMPLES, ANTITHETIC)
 
     sigma: Array = eqx.field(converter=lambda v: positive_field("sigma", v), default=0.1)
     num_samples: int = eqx.field(static=True, default=32)

@@ -16,25 +16,29 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
-from diffsim import optimize
-from diffsim.estimators import make_estimator
-from diffsim.optimize import cosine_anneal
-from diffsim.systems import pushing, wall_study
+from diffsim import cosine_anneal, optimize
+from diffsim.estimators import ESTIMATORS, make_estimator
+from diffsim.systems import SYSTEMS, pushing, wall_study
 
-NAMES = ("exact", "first", "zeroth", "alpha")
+NAMES = tuple(name for name, cls in ESTIMATORS.items() if not cls.diagnostic)
+"""Every registered estimator but the diagnostic ones (finite differences)."""
 SAMPLES = 8  # per step: ZoBG and FoBG use N; AoBG uses N/2 of each (same budget)
 
 
 def build(name: str, sigma: float):
-    if name in ("exact", "fd"):
-        return make_estimator(name)
-    n = SAMPLES // 2 if name == "alpha" else SAMPLES
-    return make_estimator(name, sigma=sigma, num_samples=n)
+    """The estimator with σ and N where it takes them; one that draws both sample families
+    (it reports both families' variances: AoBG) gets N/2 of each, for the same budget."""
+    cls = ESTIMATORS[name]
+    families = 2 if {"zeroth_variance", "first_variance"} <= set(cls.reports) else 1
+    given = {"sigma": sigma, "num_samples": SAMPLES // families}
+    return make_estimator(name, **{k: v for k, v in given.items() if cls.takes(k)})
 
 
 def wall(sigma: float, starts: np.ndarray) -> dict:
     """Success rate and evaluations from each start on the time-stepped wall."""
-    landing = wall_study.wall_landing_x()
+    study = SYSTEMS["wall"].study
+    assert study is not None
+    landing = study.outcome
     out = {}
     keys = jax.random.split(jax.random.PRNGKey(0), len(starts))
     for name in NAMES:
@@ -42,9 +46,9 @@ def wall(sigma: float, starts: np.ndarray) -> dict:
         run = jax.jit(jax.vmap(lambda v, k, est=est: wall_study.optimize_wall(v, est, key=k)))
         r = run(jnp.asarray(starts), keys)
         x = np.asarray(landing(r.theta))
-        ok = np.abs(x - 10.0) <= wall_study.TOLERANCE_X
+        ok = np.abs(x - study.target) <= study.tolerance
         hist_x = np.asarray(landing(r.history.theta))  # (starts, steps)
-        within = np.abs(hist_x - 10.0) <= wall_study.TOLERANCE_X
+        within = np.abs(hist_x - study.target) <= study.tolerance
         first = np.where(within.any(1), within.argmax(1), -1)
         evals = np.asarray(r.history.evaluations)
         to_hit = [evals[i, f] for i, f in enumerate(first) if f >= 0]

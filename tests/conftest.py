@@ -14,9 +14,22 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from diffsim import integrators  # noqa: E402
+from diffsim import estimators, integrators, systems  # noqa: E402
 
 INTEGRATORS = dict(integrators.INTEGRATORS)
+ESTIMATORS = estimators.ESTIMATORS
+"""Every registered estimator: tests that take ``estimator_name`` run once per entry."""
+SYSTEMS = systems.SYSTEMS
+"""Every registered system: tests that take ``system_name`` run once per entry."""
+
+
+def pytest_generate_tests(metafunc):
+    # the registries drive the shared tests: a new estimator or system is tested by them
+    # as soon as its registry line exists
+    if "estimator_name" in metafunc.fixturenames:
+        metafunc.parametrize("estimator_name", list(ESTIMATORS))
+    if "system_name" in metafunc.fixturenames:
+        metafunc.parametrize("system_name", list(SYSTEMS))
 
 
 _MARK_BY_FILE = {"test_demo_browser.py": "browser", "test_bench.py": "peers"}

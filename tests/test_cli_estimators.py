@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 
+import jax
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from diffsim.cli import app
+from diffsim.estimators import ESTIMATORS, ZerothOrder
+from diffsim.systems import wall_study
 
 runner = CliRunner()
 
@@ -18,20 +23,34 @@ def _json(args):
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("name", ["exact", "fd", "zeroth", "first", "alpha"])
-def test_estimate_json(name):
+def test_estimate_json(estimator_name):
+    name = estimator_name
     out = _json(["estimate", "--system", "wall", "--v0", "9.0", "--estimator", name, "--json"])
     assert {"estimate", "std_error", "evaluations"} <= out.keys()
-    if name == "alpha":
-        assert {"alpha", "epsilon", "bias_gap"} <= out.keys()
+    assert set(ESTIMATORS[name].reports) <= out.keys()
+    if "alpha" in ESTIMATORS[name].reports:
         assert 0.0 <= out["alpha"] <= 1.0
-    if name == "exact":
+    if name == "exact":  # the plateau: 0, one gradient evaluation
         assert out["estimate"] == 0.0 and out["evaluations"] == 1
 
 
-def test_estimate_table():
+def _table(text: str) -> dict[str, str]:
+    rows = (line.strip("│ ").split("│") for line in text.splitlines() if line.count("│") == 3)
+    return {k.strip(): v.strip() for k, v in rows}
+
+
+def test_estimate_table_shows_the_library_numbers():
     res = runner.invoke(app, ["estimate", "--v0", "8", "--estimator", "zeroth", "--samples", "8"])
-    assert res.exit_code == 0 and "estimate" in res.output
+    assert res.exit_code == 0, res.output
+    rows = _table(res.output)
+    r = ZerothOrder(sigma=wall_study.SIGMA, num_samples=8)(
+        wall_study.wall_loss(), np.float32(8.0), jax.random.PRNGKey(0)
+    )
+    assert rows["estimate"] == f"{float(r.estimate):.6g}"
+    assert rows["std_error"] == f"{float(r.std_error):.6g}"
+    assert rows["evaluations"] == rows["loss_evaluations"] == "9"  # N + 1 loss evaluations
+    assert rows["grad_evaluations"] == "0"
+    assert rows["sigma"] == "0.7" and rows["samples"] == "8"
 
 
 @pytest.mark.parametrize("v0", [7.7, 8.0, 8.7, 9.38])
@@ -52,8 +71,27 @@ def test_optimize_defaults_from_plateau(v0):
 def test_optimize_exact_stuck_and_text_output():
     out = _json(["optimize", "--v0", "8.0", "--estimator", "exact", "--steps", "20", "--json"])
     assert out["v0_final"] == 8.0 and out["landing_x_final"] == pytest.approx(6.0)
+    assert out["evaluations"] == 20 and out["loss_final"] == pytest.approx(16.0)
     res = runner.invoke(app, ["optimize", "--v0", "8.0", "--estimator", "zeroth", "--steps", "5"])
-    assert res.exit_code == 0 and "evaluations" in res.output
+    assert res.exit_code == 0, res.output
+    # the line reports the library's run: wall_study.optimize_wall with the CLI's defaults
+    r = wall_study.optimize_wall(
+        8.0,
+        ZerothOrder(sigma=wall_study.SIGMA, num_samples=wall_study.SAMPLES),
+        key=jax.random.PRNGKey(0),
+        steps=5,
+    )
+    v = float(r.theta)
+    x = float(wall_study.wall_landing_x()(v))
+    m = re.search(
+        r"v0 8\.000 → ([\d.]+) m/s, landing x ([\d.]+) m, loss ([\d.e+-]+), 5 iterations, "
+        r"(\d+) evaluations \((within|NOT within) 5 cm",
+        " ".join(res.output.split()),
+    )
+    assert m, res.output
+    assert m[1] == f"{v:.4f}" and m[2] == f"{x:.4f}" and m[3] == f"{float(r.loss):.3g}"
+    assert int(m[4]) == int(r.evaluations) == 5 * (wall_study.SAMPLES + 1)
+    assert m[5] == ("within" if abs(x - 10.0) <= wall_study.TOLERANCE_X else "NOT within")
 
 
 @pytest.mark.parametrize(

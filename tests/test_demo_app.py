@@ -18,6 +18,7 @@ pytest.importorskip("dash")
 from dash import no_update
 from werkzeug.serving import make_server
 
+from diffsim import cosine_anneal
 from diffsim.app import Callbacks, DemoModel, InputError, create_app, readouts
 from diffsim.app._model import (
     ESTIMATOR_LABELS,
@@ -29,7 +30,6 @@ from diffsim.app._model import (
     parse_v0,
 )
 from diffsim.estimators import ZerothOrder
-from diffsim.optimize import cosine_anneal
 from diffsim.systems import projectile_wall as pw
 from diffsim.systems import wall_study
 
@@ -157,9 +157,9 @@ def test_bad_sigma_or_tau_gives_a_message(callbacks, sigma, tau):
 def test_gradients_are_looked_up_by_name(model):
     g = model.gradients(8.0, 1.0, 0.3)
     assert g.names == tuple(ESTIMATOR_LABELS)
-    assert g.estimate[g.index("exact")] == 0.0  # the plateau
-    assert g.alpha[g.index("zeroth")] == 0.0 and g.alpha[g.index("first")] == 1.0
-    alpha = g.alpha[g.index("alpha")]
+    assert g.estimate[g.index_of("exact")] == 0.0  # the plateau
+    assert g.alpha[g.index_of("zeroth")] == 0.0 and g.alpha[g.index_of("first")] == 1.0
+    alpha = g.alpha[g.index_of("alpha")]
     assert 0.0 <= alpha <= 1.0
     # the AoBG estimate is its α-mix: the table labels it with that α
     table = str(Callbacks._gradient_table(g))

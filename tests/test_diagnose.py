@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from diffsim import check_grad, diagnose, diagnose_rollout, rollout, rollout_jacobian
+from diffsim import check_grad, diagnose, diagnose_rollout, rollout, rollout_jacobian, systems
 from diffsim.cli import app
 from diffsim.doctor import FLAGS, PRESETS, RULES, battery_table, recommend, run_battery
-from diffsim.systems import double_pendulum
-from diffsim.systems import stiff_contact as sc
+from diffsim.systems import SYSTEMS, double_pendulum
 
 KEY = jax.random.PRNGKey(0)
 
@@ -141,10 +140,10 @@ def test_chaos_at_long_horizon_only():
 
 
 def test_stiff_contact_flagged_from_samples_and_from_the_rollout():
-    sys = sc.stiff_contact(k=1e6)
+    sys = systems.stiff_contact(k=1e6)
 
     def height(y0):
-        return sc.rollout(sys.step, (y0, sys.s0[1]), sys.theta, 240, trajectory=False)[0]
+        return rollout(sys.step, (y0, sys.s0[1]), sys.theta, 240, trajectory=False)[0]
 
     plain = diagnose(height, jnp.asarray(1.0), KEY)  # samples only: heavy tails
     assert "stiffness" in plain.flag_names
@@ -222,8 +221,10 @@ def test_held_out_battery_has_no_false_alarms_and_no_misses():
 
 
 def test_cli_systems_are_the_doctor_presets():
-    assert list(PRESETS) == ["wall", "bounce", "stiff", "double-pendulum", "pendulum",
-                             "free-particle"]  # fmt: skip
+    # one preset per registered system, in registry order (the first six as before)
+    assert list(PRESETS) == list(SYSTEMS)
+    assert list(PRESETS)[:6] == ["wall", "bounce", "stiff", "double-pendulum", "pendulum",
+                                 "free-particle"]  # fmt: skip
     out = CliRunner().invoke(app, ["diagnose", "--system", "nope"])
     assert out.exit_code == 2
     message = " ".join(out.output.replace("│", " ").split())

@@ -85,7 +85,7 @@ def smoothing_figure(path: Path | str | None = None) -> Path:
 
 def bounce_figure(path: Path | str | None = None) -> Path:
     """∂y_T/∂y0 and ∂y_T/∂v0 of the bouncing ball: naive vs TOI vs analytic, over y0."""
-    from .systems import bouncing_ball as bb
+    from .systems import bouncing_ball_derivatives_closed_form, bouncing_ball_final_state_jacobian
 
     plt = _plt()
     h, steps, g, e, vy0 = 1 / 60, 36, 9.81, 0.8, -1.0
@@ -94,11 +94,13 @@ def bounce_figure(path: Path | str | None = None) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
     for toi, style, label in ((False, "C3", "naive"), (True, "C0", "time of impact")):
         J = jax.vmap(
-            lambda y, toi=toi: bb.final_state_jacobian(y, vy0, e, g, h=h, num_steps=steps, toi=toi)
+            lambda y, toi=toi: bouncing_ball_final_state_jacobian(
+                y, vy0, e, g, h=h, num_steps=steps, toi=toi
+            )
         )(y0)
         axes[0].plot(y0, J["dy_dy0"], style, label=label)
         axes[1].plot(y0, J["dy_dvy0"], style, label=label)
-    D = bb.final_state_derivatives_closed_form(y0, vy0, e, g, t)
+    D = bouncing_ball_derivatives_closed_form(y0, vy0, e, g, t)
     axes[0].plot(y0, D["dy_dy0"], "k--", label="analytic")
     axes[1].plot(y0, D["dy_dvy0"], "k--", label="analytic")
     fig.suptitle(f"bouncing ball: g = {g} m/s², e = {e}, v₀ = {vy0} m/s, h = 1/60 s, T = {t:.2f} s")
@@ -111,13 +113,13 @@ def bounce_figure(path: Path | str | None = None) -> Path:
 
 def stiff_figure(path: Path | str | None = None) -> Path:
     """Rollout Jacobian norm and energy error against the penalty stiffness k."""
-    from .systems import stiff_contact as sc
+    from .systems import stiff_contact_bounce_report, stiff_contact_jacobian_norm
 
     plt = _plt()
     h = 1 / 240
     k = jnp.logspace(2, 8, 49)
-    norm = np.asarray(sc.jacobian_norm(k, h=h))
-    rep = sc.bounce_report(k, h=h)
+    norm = np.asarray(stiff_contact_jacobian_norm(k, h=h))
+    rep = stiff_contact_bounce_report(k, h=h)
     fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2))
     ax0.loglog(k, norm, "C0.-")
     ax0.set(

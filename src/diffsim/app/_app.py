@@ -29,7 +29,9 @@ def configure_jax(*, cache_dir: str | os.PathLike | None = None) -> None:
     jax.config.update("jax_enable_x64", True)
     if cache_dir is None:
         cache_dir = os.environ.get("DIFFSIM_JAX_CACHE") or Path.home() / ".cache/diffsim/jax"
-    if str(cache_dir).lower() in ("off", "0", "none") or jax.config.jax_compilation_cache_dir:
+    # JAX sets its flags as attributes at run time; its Config class does not declare them
+    configured = jax.config.jax_compilation_cache_dir  # pyright: ignore[reportAttributeAccessIssue]
+    if str(cache_dir).lower() in ("off", "0", "none") or configured:
         return
     try:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
@@ -50,7 +52,8 @@ def create_app(model: DemoModel | None = None) -> dash.Dash:
     app = dash.Dash(
         __name__,
         title=TITLE,
-        update_title=None,
+        # Dash documents None as "no 'Updating...' title"; its signature says str
+        update_title=None,  # pyright: ignore[reportArgumentType]
         serve_locally=True,
         assets_folder=str(Path(__file__).parent / "assets"),
     )

@@ -25,6 +25,7 @@ from typing import Any
 import dash
 from dash import Input, Output, Patch, State, ctx, html, no_update
 
+from ..estimators import ESTIMATORS
 from ._figures import (
     COLORS,
     LOSS_TRACE,
@@ -305,7 +306,7 @@ class Callbacks:
         rows = [head]
         for i, name in enumerate(grads.names):
             label = ESTIMATOR_LABELS[name]
-            if name == "alpha":
+            if name in ESTIMATORS and "alpha" in ESTIMATORS[name].reports:
                 label += f" (α = {grads.alpha[i]:.2f})"
             rows.append(
                 html.Tr(

@@ -15,17 +15,31 @@ from typing import Any
 
 import numpy as np
 
+from ..estimators import ESTIMATORS
 from ..systems import projectile_wall as pw
-from ._model import ESTIMATOR_LABELS, V0_MAX, V0_MIN, Gradients, OptimizeRun, Point
+from ._model import (
+    ESTIMATOR_LABELS,
+    SHORT_LABELS,
+    SMOOTHED,
+    V0_MAX,
+    V0_MIN,
+    Gradients,
+    OptimizeRun,
+    Point,
+)
 
+_PALETTE = ("#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 COLORS: dict[str, str] = {
     "exact": "#d62728",
     "zeroth": "#1f77b4",
     "first": "#ff7f0e",
     "alpha": "#2ca02c",
-    "smoothed": "#9467bd",
+    SMOOTHED: "#9467bd",
 }
-"""One colour per estimator, shared by the slopes, the error bars and the table."""
+"""One colour per estimator, shared by the slopes, the error bars and the table (a
+newly registered estimator gets the next colour of a spare palette)."""
+for _i, _name in enumerate(n for n in ESTIMATOR_LABELS if n not in COLORS):
+    COLORS[_name] = _PALETTE[_i % len(_PALETTE)]
 
 LOSS_TRACE = {
     "loss": 0,
@@ -236,11 +250,11 @@ def loss_figure(
         ys: list[float] = []
         if grads is not None and name in grads.names:
             anchor = point.loss
-            if name in ("zeroth", "first", "alpha"):
-                anchor = grads.smoothed_value  # they estimate the slope of F_σ
-            elif name == "smoothed":
+            if name == SMOOTHED:
                 anchor = grads.temperature_value
-            slope = float(grads.estimate[grads.index(name)])
+            elif ESTIMATORS[name].smoothing:
+                anchor = grads.smoothed_value  # they estimate the slope of F_σ
+            slope = float(grads.estimate[grads.index_of(name)])
             xs, ys = _slope_segment(point.v0, anchor, slope)
         data.append(
             {
@@ -327,8 +341,7 @@ def path_frame(run: dict, frame: int, num_frames: int) -> tuple[list[float], lis
 def gradient_figure(grads: Gradients) -> Figure:
     """Each estimator's d loss/d v₀ at the current v₀ with ±2 standard-error bars, and the
     slope of the Gaussian-smoothed loss (what the randomized estimators are unbiased for)."""
-    short = {"exact": "exact", "zeroth": "ZoBG", "first": "FoBG", "alpha": "AoBG"}
-    labels = [short.get(n, "smoothed τ") for n in grads.names]
+    labels = [SHORT_LABELS[n] for n in grads.names]
     data = [
         {
             "type": "scatter",

@@ -8,6 +8,8 @@ Element ids are stable (the browser tests use them): ``v0-slider``, ``v0-input``
 
 from __future__ import annotations
 
+from typing import Any
+
 from dash import dcc, html
 
 from ._figures import empty_figure
@@ -18,6 +20,7 @@ from ._model import (
     OPT_SAMPLES,
     OPT_STEPS,
     OPTIMIZE_CHOICES,
+    OPTIMIZE_DEFAULT,
     SIGMA_DEFAULT,
     SIGMA_END,
     SIGMA_MAX,
@@ -69,7 +72,7 @@ _CSS = {
 
 
 # Dash >= 4 draws its own number box next to a slider; the page has one already (v0-input)
-_NO_DIRECT_INPUT = (
+_NO_DIRECT_INPUT: dict[str, Any] = (
     {"allow_direct_input": False} if "allow_direct_input" in dcc.Slider()._prop_names else {}
 )
 
@@ -174,7 +177,7 @@ def build_layout() -> html.Div:
             dcc.RadioItems(
                 id="estimator-select",
                 options=[{"label": ESTIMATOR_LABELS[n], "value": n} for n in OPTIMIZE_CHOICES],
-                value="alpha",
+                value=OPTIMIZE_DEFAULT,
                 inline=True,
                 inputStyle={"marginRight": "4px", "marginLeft": "12px"},
             ),

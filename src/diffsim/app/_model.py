@@ -22,7 +22,7 @@ import numpy as np
 from jaxtyping import Array
 
 from ..doctor import Diagnosis, diagnose
-from ..estimators import Estimator, Exact, make_estimator
+from ..estimators import ESTIMATORS, Estimator, Exact, make_estimator
 from ..systems import projectile_wall as pw
 from ..systems import wall_study
 
@@ -55,15 +55,26 @@ CURVE_V0 = np.round(_CURVE_INDEX * wall_study.TABLE_STEP, 6)
 """v₀ values at which the loss curves are drawn (4 to 14 m/s, 0.01 m/s apart)."""
 TRAJECTORY_POINTS = 256
 
+SMOOTHED = "smoothed"
+"""The page's one gradient that is not a registered estimator: the exact gradient of the
+sigmoid-wall model (analytic smoothing, temperature τ)."""
+PAGE_ESTIMATORS: tuple[str, ...] = tuple(
+    name for name, cls in ESTIMATORS.items() if not cls.diagnostic
+)
+"""The registered estimators the page shows (all but the diagnostic ones: finite
+differences are a check, not a gradient to descend with), in registry order."""
 ESTIMATOR_LABELS: dict[str, str] = {
-    "exact": "exact (autodiff)",
-    "zeroth": "ZoBG (zeroth order)",
-    "first": "FoBG (first order)",
-    "alpha": "AoBG (alpha order)",
-    "smoothed": "smoothed model (τ)",
+    **{name: ESTIMATORS[name].label for name in PAGE_ESTIMATORS},
+    SMOOTHED: "smoothed model (τ)",
 }
-"""Names of the gradients shown at the current v₀, in display order."""
-OPTIMIZE_CHOICES: tuple[str, ...] = ("alpha", "zeroth", "first", "exact", "smoothed")
+"""Names of the gradients shown at the current v₀, in display order, with their labels."""
+SHORT_LABELS: dict[str, str] = {
+    **{name: ESTIMATORS[name].short_label for name in PAGE_ESTIMATORS},
+    SMOOTHED: "smoothed τ",
+}
+"""Short names for the gradient figure's axis."""
+OPTIMIZE_CHOICES: tuple[str, ...] = tuple(ESTIMATOR_LABELS)
+OPTIMIZE_DEFAULT = "alpha"
 
 _KEY_GRADIENTS = 0
 _KEY_OPTIMIZE = 0  # `diffsim optimize`'s default --seed
@@ -85,7 +96,7 @@ class Point(NamedTuple):
 
 class Gradients(NamedTuple):
     """Each estimator's d loss/d v₀ at one v₀ (arrays in the order of ``names``, the
-    display order of ``ESTIMATOR_LABELS``; look one up with :meth:`index`)."""
+    display order of ``ESTIMATOR_LABELS``; look one up with :meth:`index_of`)."""
 
     v0: float
     names: tuple[str, ...]
@@ -102,7 +113,7 @@ class Gradients(NamedTuple):
     temperature_value: float
     """L_τ(v₀), the sigmoid-wall model's loss, where its slope is anchored."""
 
-    def index(self, name: str) -> int:
+    def index_of(self, name: str) -> int:
         """Position of estimator ``name`` (a key of ``ESTIMATOR_LABELS``) in the arrays."""
         return self.names.index(name)
 
@@ -173,8 +184,11 @@ def _point(v0: Array):
     return pw.landing_x(v0), pw.loss(v0), pw.clears_wall(v0), x, y
 
 
-def _smoothed_loss(v0: Array, tau: Array) -> Array:
-    """The sigmoid-wall model's loss, ``L_τ(v₀)`` (one stable function object for ``jit``)."""
+def _smoothed_loss(v0: Array, tau: Any) -> Array:
+    """The sigmoid-wall model's loss, ``L_τ(v₀)`` (one stable function object for ``jit``).
+
+    ``tau`` is traced here (an array), which ``pw.smoothed_loss`` accepts although its
+    signature says ``float``; ``Any`` keeps the checker from holding that against us."""
     return pw.smoothed_loss(v0, tau)
 
 
@@ -185,19 +199,22 @@ def _curves(sigma: Array, tau: Array, table: wall_study.LossTable, v: Array):
 
 def estimator_for(name: str, sigma: Any, num_samples: int) -> Estimator:
     """The estimator behind page name ``name`` (a key of ``ESTIMATOR_LABELS``), built as
-    ``diffsim estimate``/``diffsim optimize`` build it; ``"smoothed"`` is the exact gradient
-    (of the sigmoid-wall model)."""
-    if name in ("exact", "smoothed"):
+    ``diffsim estimate``/``diffsim optimize`` build it (σ and N go to the estimators that
+    declare them); ``"smoothed"`` is the exact gradient (of the sigmoid-wall model)."""
+    if name == SMOOTHED:
         return Exact()
-    return make_estimator(name, sigma=sigma, num_samples=num_samples)
+    cls = ESTIMATORS[name]
+    given = {"sigma": sigma, "num_samples": num_samples}
+    return make_estimator(name, **{k: v for k, v in given.items() if cls.takes(k)})
 
 
 @jax.jit
-def _gradients(v0, sigma, tau, key, table):
-    keys = dict(zip(("zeroth", "first", "alpha"), jax.random.split(key, 3)))
+def _gradients(v0: Array, sigma: Array, tau: Array, key: Array, table: wall_study.LossTable):
+    randomized = [n for n in PAGE_ESTIMATORS if ESTIMATORS[n].randomized]
+    keys: dict[str, Array] = dict(zip(randomized, jax.random.split(key, len(randomized))))
     results = {}
     for name in ESTIMATOR_LABELS:
-        loss = (lambda v: _smoothed_loss(v, tau)) if name == "smoothed" else pw.loss
+        loss = (lambda v: _smoothed_loss(v, tau)) if name == SMOOTHED else pw.loss
         est = estimator_for(name, sigma, NUM_SAMPLES)
         results[name] = est(loss, v0, keys.get(name, key))
     F_v, dF = jax.value_and_grad(wall_study.gaussian_smoothed_loss)(v0, sigma, table)
@@ -309,7 +326,7 @@ class DemoModel:
             v0,
             estimator_for(estimator, sigma, OPT_SAMPLES),
             key=jax.random.PRNGKey(_KEY_OPTIMIZE),
-            temperature=tau if estimator == "smoothed" else None,
+            temperature=tau if estimator == SMOOTHED else None,
         )
         theta = np.concatenate([np.asarray(r.history.theta), np.asarray(r.theta)[None]])
         final_v0 = float(r.theta)
@@ -340,7 +357,10 @@ class DemoModel:
             ("gradients", lambda: self.gradients(V0_DEFAULT, SIGMA_DEFAULT, TAU_DEFAULT)),
             ("doctor", lambda: self.doctor(V0_DEFAULT, SIGMA_DEFAULT)),
             # the default estimator only: the others compile on their first run
-            ("optimize", lambda: self.optimize(V0_DEFAULT, "alpha", SIGMA_DEFAULT, TAU_DEFAULT)),
+            (
+                "optimize",
+                lambda: self.optimize(V0_DEFAULT, OPTIMIZE_DEFAULT, SIGMA_DEFAULT, TAU_DEFAULT),
+            ),
         ]
         try:
             for stage, fn in stages:

@@ -81,7 +81,7 @@ def bounce(
 ) -> None:
     """A ball bouncing on the ground y = 0: final state after T steps and its gradients
     with respect to the initial height and velocity (compare --toi with --no-toi)."""
-    from ..systems import bouncing_ball as bb
+    from .. import systems
 
     for name, val in (("y0", y0), ("vy0", vy0), ("g", g), ("e", e)):
         require_finite(name, val)
@@ -94,8 +94,8 @@ def bounce(
         raise ValueError(f"y0 must be finite and > 0 (above the ground), got {y0}")
     if steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {steps}")
-    yT, vT = bb.final_state(y0, vy0, e, g, h=h, num_steps=steps, toi=toi)
-    J = bb.final_state_jacobian(y0, vy0, e, g, h=h, num_steps=steps, toi=toi)
+    yT, vT = systems.bouncing_ball_final_state(y0, vy0, e, g, h=h, num_steps=steps, toi=toi)
+    J = systems.bouncing_ball_final_state_jacobian(y0, vy0, e, g, h=h, num_steps=steps, toi=toi)
     out = {
         "y_final": float(yT),
         "vy_final": float(vT),
@@ -105,10 +105,10 @@ def bounce(
         "toi": toi,
     }
     t = steps * h
-    ts, t2 = (float(a) for a in bb.single_bounce_window(y0, vy0, e, g))
+    ts, t2 = (float(a) for a in systems.bouncing_ball_bounce_window(y0, vy0, e, g))
     if vy0 < 0 or g > 0:
         if ts <= t < t2:  # one bounce: the analytic derivative is known
-            D = bb.final_state_derivatives_closed_form(y0, vy0, e, g, t)
+            D = systems.bouncing_ball_derivatives_closed_form(y0, vy0, e, g, t)
             out["closed_form_dy_final_dy0"] = float(D["dy_dy0"])
             out["closed_form_dy_final_dvy0"] = float(D["dy_dvy0"])
     if json_out:

@@ -8,8 +8,7 @@ from rich.table import Table
 
 from .. import rollout_jacobian
 from .._jacobians import Method
-from ..systems import free_particle
-from ..systems.free_particle import rollout_jacobian_closed_form
+from ..systems import SYSTEMS
 from ._common import app, console, handle_errors, print_json, require_finite
 
 
@@ -28,7 +27,8 @@ def jacobian(
         raise ValueError(f"h must be finite and > 0, got {h}")
     if steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {steps}")
-    system = free_particle(h=h)
+    spec = SYSTEMS["free-particle"]
+    system = spec.factory(h=h)
     out = {"steps": steps, "h": h}
     methods: tuple[tuple[str, Method], ...] = (
         ("autodiff", "autodiff"),
@@ -38,7 +38,7 @@ def jacobian(
     for key, method in methods:
         J, _ = rollout_jacobian(system.step, system.s0, system.theta, steps, method=method)
         out[key] = np.asarray(J, dtype=float).tolist()
-    out["closed_form"] = rollout_jacobian_closed_form(steps, h).tolist()
+    out["closed_form"] = spec.closed_forms["rollout_jacobian"](steps, h).tolist()
     if json_out:
         print_json(out)
         return

@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import numpy as np
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..estimators import ESTIMATORS, make_estimator
-from ..systems import wall_study
+from ..estimators import BASE_QUANTITIES, ESTIMATORS, Estimator, make_estimator
+from ..systems import SYSTEMS as SYSTEM_REGISTRY
+from ..systems import Study, wall_study
 from ._common import app, console, handle_errors, print_json, require_finite
 
-SYSTEMS = ("wall",)
+SYSTEMS = tuple(name for name, spec in SYSTEM_REGISTRY.items() if spec.study is not None)
+"""The registered systems with a :class:`~diffsim.systems.Study` (for now: the wall)."""
 
-_EST_HELP = f"Estimator: one of {', '.join(ESTIMATORS)}."
+
+def _study(system: str) -> Study:
+    study = SYSTEM_REGISTRY[system].study
+    assert study is not None  # system was checked against SYSTEMS
+    return study
+
+
+def _estimator_help() -> str:
+    lines = [f"{name}: {cls.summary}" for name, cls in ESTIMATORS.items()]
+    return "Estimator, one of: " + "; ".join(lines) + "."
+
+
+_EST_HELP = _estimator_help()
+_SYSTEM_HELP = f"System: {', '.join(SYSTEMS)}."
+
+_CLI_OPTIONS = {"sigma": "sigma", "num_samples": "samples"}
+"""Estimator option → the CLI flag's name in the output (what the user typed it as)."""
 
 
 def _check_common(system: str, estimator: str, v0: float, sigma: float, samples: int) -> None:
@@ -34,49 +54,47 @@ def _check_common(system: str, estimator: str, v0: float, sigma: float, samples:
         raise ValueError(f"samples must be an integer >= 2, got {samples}")
 
 
-def _build(estimator: str, sigma: float, samples: int):
-    if estimator in ("exact", "fd"):
-        return make_estimator(estimator)
-    return make_estimator(estimator, sigma=sigma, num_samples=samples)
+def _settings(estimator: str, sigma: float, samples: int) -> dict[str, float | int]:
+    """The CLI's options this estimator takes (declared in its ``options``), by option name."""
+    given = {"sigma": sigma, "num_samples": samples}
+    return {name: v for name, v in given.items() if ESTIMATORS[estimator].takes(name)}
+
+
+def _build(estimator: str, sigma: float, samples: int) -> Estimator:
+    return make_estimator(estimator, **_settings(estimator, sigma, samples))
+
+
+def _scalar(value: Any) -> float | int:
+    arr = np.asarray(value)
+    return int(arr) if np.issubdtype(arr.dtype, np.integer) else float(arr)
 
 
 @app.command()
 @handle_errors
 def estimate(
-    system: str = typer.Option("wall", "--system", help="System: wall."),
+    system: str = typer.Option("wall", "--system", help=_SYSTEM_HELP),
     v0: float = typer.Option(8.0, "--v0", help="Launch speed v0 in m/s (> 0)."),
     estimator: str = typer.Option("alpha", "--estimator", "-e", help=_EST_HELP),
-    sigma: float = typer.Option(wall_study.SIGMA, "--sigma", help="Smoothing σ in m/s (> 0)."),
+    sigma: float = typer.Option(
+        wall_study.SIGMA,
+        "--sigma",
+        help="Smoothing σ in m/s (> 0), for the estimators that smooth.",
+    ),
     samples: int = typer.Option(64, "--samples", "-n", help="Samples N (>= 2)."),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """One gradient estimate of the wall loss (x − 10)² at v0, with its standard error
-    and the simulator evaluations it used (AoBG also reports α, ε and B)."""
+    """One gradient estimate of the wall loss (x − 10)² at v0, with its standard error,
+    the simulator evaluations it used and whatever else the estimator reports (AoBG: α, ε
+    and B); σ and N are used by the estimators that take them."""
     _check_common(system, estimator, v0, sigma, samples)
     est = _build(estimator, sigma, samples)
-    r = est(wall_study.wall_loss(), np.float32(v0), jax.random.PRNGKey(seed))
-    out = {
-        "system": system,
-        "v0": v0,
-        "estimator": estimator,
-        "estimate": float(r.estimate),
-        "std_error": float(r.std_error),
-        "evaluations": int(r.num_evals),
-        "loss_evaluations": int(r.num_loss_evals),
-        "grad_evaluations": int(r.num_grad_evals),
-    }
-    if estimator not in ("exact", "fd"):
-        out["sigma"] = sigma
-        out["samples"] = samples
-    if estimator == "alpha":
-        out.update(
-            alpha=float(r.alpha),
-            epsilon=float(r.epsilon),
-            bias_gap=float(r.bias_gap),
-            zeroth_variance=float(r.zeroth_variance),
-            first_variance=float(r.first_variance),
-        )
+    r = est(_study(system).loss, np.float32(v0), jax.random.PRNGKey(seed))
+    report = {name: _scalar(item.value) for name, item in r.report().items()}
+    out: dict[str, Any] = {"system": system, "v0": v0, "estimator": estimator}
+    out.update({name: report.pop(name) for name in BASE_QUANTITIES})
+    out.update({_CLI_OPTIONS[n]: v for n, v in _settings(estimator, sigma, samples).items()})
+    out.update(report)
     if json_out:
         print_json(out)
         return
@@ -92,7 +110,7 @@ def estimate(
 @app.command(name="optimize")
 @handle_errors
 def optimize_cmd(
-    system: str = typer.Option("wall", "--system", help="System: wall."),
+    system: str = typer.Option("wall", "--system", help=_SYSTEM_HELP),
     v0: float = typer.Option(8.0, "--v0", help="Starting launch speed v0 in m/s (> 0)."),
     estimator: str = typer.Option("alpha", "--estimator", "-e", help=_EST_HELP),
     sigma: float = typer.Option(
@@ -127,11 +145,12 @@ def optimize_cmd(
         def advance(k):
             progress.update(task, completed=int(k))
 
-        r = wall_study.optimize_wall(
+        study = _study(system)
+        r = study.optimize(
             v0, est, key=jax.random.PRNGKey(seed), steps=steps, lr=lr, callback=advance
         )
         jax.block_until_ready(r)
-    landing = wall_study.wall_landing_x()
+    landing = study.outcome
     v_final = float(r.theta)
     x_final = float(landing(v_final))
     hist = r.history
@@ -142,7 +161,7 @@ def optimize_cmd(
         "v0_final": v_final,
         "loss_final": float(r.loss),
         "landing_x_final": x_final,
-        "success": bool(abs(x_final - 10.0) <= wall_study.TOLERANCE_X),
+        "success": bool(abs(x_final - study.target) <= study.tolerance),
         "iterations": steps,
         "evaluations": int(r.evaluations),
         "history": {

@@ -6,7 +6,8 @@
   advice);
 * ``_diagnose.py`` — :func:`diagnose`, :func:`diagnose_rollout`, :func:`check_grad`;
 * ``_battery.py`` — the validation battery (with its held-out set) and the presets that
-  ``diffsim diagnose --system`` examines.
+  ``diffsim diagnose --system`` examines, one per registered system
+  (:data:`diffsim.systems.SYSTEMS`).
 """
 
 from ._battery import PRESETS as PRESETS
@@ -15,6 +16,7 @@ from ._battery import Check as Check
 from ._battery import Preset as Preset
 from ._battery import battery_table as battery_table
 from ._battery import cases as cases
+from ._battery import check_problem as check_problem
 from ._battery import held_out_cases as held_out_cases
 from ._battery import run_battery as run_battery
 from ._diagnose import Diagnosis as Diagnosis
@@ -48,6 +50,7 @@ __all__ = [
     "battery_table",
     "cases",
     "check_grad",
+    "check_problem",
     "diagnose",
     "diagnose_rollout",
     "held_out_cases",

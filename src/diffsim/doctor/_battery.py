@@ -5,24 +5,21 @@ flags a correct diagnosis raises. :func:`run_battery` diagnoses every case and r
 false alarms (flags raised that should not be) and the misses (flags that should be raised
 but are not). ``diffsim diagnose --battery`` prints the table in the README.
 
-The presets (:data:`PRESETS`) are the built-in systems ``diffsim diagnose --system`` examines;
-the battery's cases on those systems are the same presets at chosen settings.
+The presets (:data:`PRESETS`) are the registered systems (:data:`diffsim.systems.SYSTEMS`)
+that ``diffsim diagnose --system`` examines; the battery's cases on those systems are the
+same registered problems at chosen settings.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 
-from ..systems import bouncing_ball as bb
-from ..systems import double_pendulum, free_particle, nonlinear_spring, pendulum
-from ..systems import mass_spring as ms
+from ..systems import SYSTEMS, LossProblem, Problem, bouncing_ball
 from ..systems import projectile_wall as pw
-from ..systems import stiff_contact as sc
 from ._diagnose import Diagnosis, diagnose, diagnose_rollout
 
 Check = Callable[..., Diagnosis]
@@ -41,121 +38,71 @@ class Case:
 
 
 # ---------------------------------------------------------------------------------------
-# presets: the built-in systems, each at a point, with the loss the doctor examines
+# presets: the registered systems (diffsim.systems.SYSTEMS), each a problem to diagnose
 # ---------------------------------------------------------------------------------------
 
 
-def _height(s):
-    return s[0]
-
-
-def _cos_lower_angle(s):
-    return jnp.cos(s[0][1])
-
-
-def _final_angle_sq(s):
-    return s[0] ** 2
-
-
-def _miss_distance(s):
-    return (s[0] - 1.0) ** 2
-
-
-def _wall(v0: float = 8.0) -> Check:
-    """Projectile over the wall, d loss / d v0 at launch speed ``v0`` (m/s, in [4, 14])."""
-    lo, hi = 4.0, pw.V0_MAX
-    if not lo <= v0 <= hi:
-        raise ValueError(f"v0 must be in [{lo}, {hi}] m/s, got {v0}")
-    return lambda key, **options: diagnose(pw.loss, jnp.asarray(v0), key, **options)
-
-
-def _bounce(toi: bool = True, steps: int | None = None) -> Check:
-    """Bouncing ball (h = 1/240), d y_T / d y0 over ``steps`` (default 240) steps."""
-    sys = bb.bouncing_ball(h=1 / 240, toi=toi)
-    T = steps or 240
+def check_problem(problem: Problem) -> Check:
+    """The doctor's check of a registered system's problem: :func:`diagnose` of a
+    :class:`~diffsim.systems.LossProblem`, :func:`diagnose_rollout` of a
+    :class:`~diffsim.systems.RolloutProblem`."""
+    if isinstance(problem, LossProblem):
+        p = problem
+        return lambda key, **options: diagnose(p.loss, p.theta, key, **options)
+    r = problem
     return lambda key, **options: diagnose_rollout(
-        sys.step, sys.s0, sys.theta, T, _height, key, wrt="s0", **options
-    )
-
-
-def _stiff(k: float = 1e5, steps: int | None = None) -> Check:
-    """Penalty contact of stiffness ``k`` (N/m, > 0), d y_T / d y0 (default T = 240)."""
-    if not (math.isfinite(k) and k > 0):
-        raise ValueError(f"k must be finite and > 0, got {k}")
-    sys = sc.stiff_contact(k=k)
-    T = steps or 240
-    return lambda key, **options: diagnose_rollout(
-        sys.step, sys.s0, sys.theta, T, _height, key, wrt="s0", **options
-    )
-
-
-def _double_pendulum(steps: int | None = None) -> Check:
-    """Double pendulum, d cos(lower angle at T) / d s0 (default T = 800, 8 s: chaotic)."""
-    sys = double_pendulum()
-    T = steps or 800
-    return lambda key, **options: diagnose_rollout(
-        sys.step, sys.s0, sys.theta, T, _cos_lower_angle, key, wrt="s0", **options
-    )
-
-
-def _pendulum(steps: int | None = None) -> Check:
-    """Damped pendulum from 2.5 rad, d angle_T² / d s0 (default T = 1000)."""
-    sys = pendulum(h=0.01, angle0=2.5, damping=0.1)
-    T = steps or 1000
-    return lambda key, **options: diagnose_rollout(
-        sys.step, sys.s0, sys.theta, T, _final_angle_sq, key, wrt="s0", **options
-    )
-
-
-def _free_particle(steps: int | None = None) -> Check:
-    """Free particle, d (x_T − 1)² / d s0 (default T = 120)."""
-    sys = free_particle(h=1 / 60, v0=3.0)
-    T = steps or 120
-    return lambda key, **options: diagnose_rollout(
-        sys.step, sys.s0, sys.theta, T, _miss_distance, key, wrt="s0", **options
+        r.system.step, r.system.s0, r.system.theta, r.num_steps, r.loss, key, wrt=r.wrt, **options
     )
 
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-    """A built-in system for the doctor: ``build(**settings)`` returns a :data:`Check`;
-    ``settings`` names the ones it takes (of ``v0``, ``k``, ``toi``, ``steps``; a
-    ``steps`` of 0 or ``None`` means the preset's own horizon)."""
+    """A registered system for the doctor: ``build(**settings)`` returns a :data:`Check`;
+    ``settings`` names the ones it takes (a ``steps`` of 0 or ``None`` means the system's
+    own horizon). Made from :data:`diffsim.systems.SYSTEMS`, never written here."""
 
     name: str
     settings: tuple[str, ...]
     build: Callable[..., Check]
 
 
-PRESETS: dict[str, Preset] = {
-    p.name: p
-    for p in (
-        Preset("wall", ("v0",), _wall),
-        Preset("bounce", ("toi", "steps"), _bounce),
-        Preset("stiff", ("k", "steps"), _stiff),
-        Preset("double-pendulum", ("steps",), _double_pendulum),
-        Preset("pendulum", ("steps",), _pendulum),
-        Preset("free-particle", ("steps",), _free_particle),
+def _preset(name: str) -> Preset:
+    spec = SYSTEMS[name]
+    return Preset(
+        name,
+        tuple(s.name for s in spec.settings),
+        lambda **settings: check_problem(spec.build(**settings)),
     )
-}
-"""The presets by name, in the order ``diffsim diagnose --system`` lists them."""
+
+
+PRESETS: dict[str, Preset] = {name: _preset(name) for name in SYSTEMS}
+"""The presets by name, in the order ``diffsim diagnose --system`` lists them: one per
+registered system (:data:`diffsim.systems.SYSTEMS`)."""
+
+
+def _system(name: str, preset: str | None = None, **settings) -> Check:
+    return check_problem(SYSTEMS[name].build(preset, **settings))
+
+
+def _wall(v0: float) -> Check:
+    return _system("wall", v0=v0)
+
+
+def _bounce(toi: bool) -> Check:
+    return _system("bounce", toi=toi)
+
+
+def _stiff(k: float) -> Check:
+    return _system("stiff", k=k)
+
+
+def _double_pendulum(steps: int) -> Check:
+    return _system("double-pendulum", steps=steps)
 
 
 # ---------------------------------------------------------------------------------------
 # the battery
 # ---------------------------------------------------------------------------------------
-
-
-def _mass_spring() -> Check:
-    sys = ms.mass_spring(3)
-    inputs = ms.drive(300, 0.01)
-    observed = ms.observe(sys, sys.theta, inputs)
-
-    def identification_loss(k):
-        return jnp.mean((ms.observe(sys, dict(sys.theta, k=k), inputs) - observed) ** 2)
-
-    k0 = sys.theta["k"] * jnp.array([1.2, 0.8, 1.1])
-    return lambda key: diagnose(identification_loss, k0, key)
 
 
 def _sqrt_trap(theta):
@@ -191,26 +138,24 @@ def cases() -> list[Case]:
              "short horizon: sensitivities still mild", _double_pendulum(50)),
         Case("double pendulum, T = 800 (8 s)", frozenset({"chaos"}),
              "long horizon of a chaotic system", _double_pendulum(800)),
-        Case("free particle, T = 120", frozenset(), "linear: exact everywhere", _free_particle()),
+        Case("free particle, T = 120", frozenset(), "linear: exact everywhere",
+             _system("free-particle")),
         Case("pendulum, T = 1000 (d / d s0)", frozenset(),
-             "smooth, periodic: Jacobian grows only linearly", _pendulum()),
+             "smooth, periodic: Jacobian grows only linearly", _system("pendulum")),
         Case("mass-spring identification (d / dk)", frozenset(),
-             "smooth least squares", _mass_spring()),
+             "smooth least squares", _system("mass-spring")),
         Case("sqrt at a switch point (θ = 0)", frozenset({"non_finite"}),
              "where(θ > 0, sqrt(θ), 0) has a NaN gradient at 0",
              lambda key: diagnose(_sqrt_trap, jnp.asarray(0.0), key, sigma=0.1)),
     ]  # fmt: skip
 
 
-def _duffing() -> Check:
-    sys = nonlinear_spring(h=0.01, x0=1.5)
-    return lambda key: diagnose_rollout(
-        sys.step, sys.s0, sys.theta, 2000, _final_angle_sq, key, wrt="s0"
-    )
+def _height(s):
+    return s[0]
 
 
 def _bounce_variant(toi: bool, h: float, e: float) -> Check:
-    sys = bb.bouncing_ball(h=h, toi=toi, e=e)
+    sys = bouncing_ball(h=h, toi=toi, e=e)
     T = round(1.0 / h)
     return lambda key: diagnose_rollout(sys.step, sys.s0, sys.theta, T, _height, key, wrt="s0")
 
@@ -245,7 +190,7 @@ def held_out_cases() -> list[Case]:
         Case("held-out: double pendulum, T = 400", frozenset({"chaos"}),
              "4 s of a chaotic system", _double_pendulum(400)),
         Case("held-out: Duffing spring, T = 2000", frozenset(),
-             "smooth nonlinear oscillator", _duffing()),
+             "smooth nonlinear oscillator", _system("nonlinear-spring")),
         # written down first as {"jump"} only; the doctor also said "plateau", which is
         # right by the flag's definition (flat here, changes within σ: like the wall at
         # v0 = 9.3), so the expectation was corrected after the first run

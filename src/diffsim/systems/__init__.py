@@ -1,27 +1,93 @@
-"""Ready-made systems: each gives a step, default state and parameters, and closed forms."""
+"""Ready-made systems: each gives a step, default state and parameters, and closed forms.
 
-from . import bouncing_ball as bouncing_ball
-from . import mass_spring as mass_spring
+One convention for every system: its factory is exported here under the system's name
+(``free_particle(...)``, ``bouncing_ball(...)``, ... each returns a :class:`System`), its
+helpers under names that start with it (``bouncing_ball_step``, ``stiff_contact_energy``),
+and the implementation modules are private. :data:`SYSTEMS` registers each system once —
+factory, settings with units and ranges, presets, the problem the doctor examines, closed
+forms — and the CLI, the doctor, the page and the tests read it.
+
+Three public modules are studies built on these parts rather than systems with a factory:
+``projectile_wall`` (the article's wall, closed form and time-stepped), ``wall_study``
+(optimising over the wall, its smoothed loss) and ``pushing`` (trajectory optimisation).
+"""
+
 from . import projectile_wall as projectile_wall
-from . import stiff_contact as stiff_contact
+from . import pushing as pushing
+from . import wall_study as wall_study
+from ._bouncing_ball import bouncing_ball as bouncing_ball
+from ._bouncing_ball import bouncing_ball_bounce_window as bouncing_ball_bounce_window
+from ._bouncing_ball import bouncing_ball_closed_form as bouncing_ball_closed_form
+from ._bouncing_ball import (
+    bouncing_ball_derivatives_closed_form as bouncing_ball_derivatives_closed_form,
+)
+from ._bouncing_ball import bouncing_ball_final_state as bouncing_ball_final_state
+from ._bouncing_ball import (
+    bouncing_ball_final_state_jacobian as bouncing_ball_final_state_jacobian,
+)
+from ._bouncing_ball import bouncing_ball_step as bouncing_ball_step
+from ._double_pendulum import double_pendulum as double_pendulum
+from ._double_pendulum import double_pendulum_energy as double_pendulum_energy
+from ._free_particle import free_particle as free_particle
+from ._free_particle import free_particle_parameter_jacobian as free_particle_parameter_jacobian
+from ._free_particle import free_particle_rollout_jacobian as free_particle_rollout_jacobian
+from ._mass_spring import mass_spring as mass_spring
+from ._mass_spring import mass_spring_drive as mass_spring_drive
+from ._mass_spring import mass_spring_identify as mass_spring_identify
+from ._mass_spring import mass_spring_observe as mass_spring_observe
+from ._oscillators import harmonic_oscillator as harmonic_oscillator
+from ._oscillators import nonlinear_spring as nonlinear_spring
+from ._oscillators import pendulum as pendulum
+from ._oscillators import pendulum_energy as pendulum_energy
+from ._registry import SYSTEMS as SYSTEMS
+from ._registry import LossProblem as LossProblem
+from ._registry import Problem as Problem
+from ._registry import RolloutProblem as RolloutProblem
+from ._registry import Setting as Setting
+from ._registry import Study as Study
+from ._registry import SystemSpec as SystemSpec
+from ._stiff_contact import stiff_contact as stiff_contact
+from ._stiff_contact import stiff_contact_bounce_report as stiff_contact_bounce_report
+from ._stiff_contact import stiff_contact_energy as stiff_contact_energy
+from ._stiff_contact import stiff_contact_jacobian_norm as stiff_contact_jacobian_norm
+from ._stiff_contact import stiff_contact_step as stiff_contact_step
 from .base import System as System
-from .double_pendulum import double_pendulum as double_pendulum
-from .free_particle import free_particle as free_particle
-from .oscillators import harmonic_oscillator as harmonic_oscillator
-from .oscillators import nonlinear_spring as nonlinear_spring
-from .oscillators import pendulum as pendulum
-from .oscillators import pendulum_energy as pendulum_energy
 
 __all__ = [
+    "SYSTEMS",
+    "LossProblem",
+    "Problem",
+    "RolloutProblem",
+    "Setting",
+    "Study",
     "System",
+    "SystemSpec",
     "bouncing_ball",
+    "bouncing_ball_bounce_window",
+    "bouncing_ball_closed_form",
+    "bouncing_ball_derivatives_closed_form",
+    "bouncing_ball_final_state",
+    "bouncing_ball_final_state_jacobian",
+    "bouncing_ball_step",
     "double_pendulum",
+    "double_pendulum_energy",
     "free_particle",
+    "free_particle_parameter_jacobian",
+    "free_particle_rollout_jacobian",
     "harmonic_oscillator",
     "mass_spring",
+    "mass_spring_drive",
+    "mass_spring_identify",
+    "mass_spring_observe",
     "nonlinear_spring",
     "pendulum",
     "pendulum_energy",
     "projectile_wall",
+    "pushing",
     "stiff_contact",
+    "stiff_contact_bounce_report",
+    "stiff_contact_energy",
+    "stiff_contact_jacobian_norm",
+    "stiff_contact_step",
+    "wall_study",
 ]

@@ -86,7 +86,7 @@ def bouncing_ball(
 
     Example:
         >>> from diffsim import rollout
-        >>> from diffsim.systems.bouncing_ball import bouncing_ball
+        >>> from diffsim.systems import bouncing_ball
         >>> sys = bouncing_ball(h=0.01, g=0.0)
         >>> yT, vT = rollout(sys.step, sys.s0, sys.theta, 200, trajectory=False)
         >>> round(float(yT), 4), round(float(vT), 4)  # -e vy0 T - e y0 = 1.6 - 0.8
@@ -100,7 +100,7 @@ def bouncing_ball(
     return System("bouncing_ball", step, s0, theta, loss=lambda s: s[0])
 
 
-def final_state(
+def bouncing_ball_final_state(
     y0,
     vy0,
     e,
@@ -130,10 +130,10 @@ def final_state(
     return rollout(step, s0, theta, num_steps, trajectory=False)
 
 
-def final_state_jacobian(y0, vy0, e, g=0.0, **kwargs):
+def bouncing_ball_final_state_jacobian(y0, vy0, e, g=0.0, **kwargs):
     """Autodiff derivatives of ``(y_T, vy_T)``: a dict with keys ``dy_dy0``, ``dy_dvy0``,
     ``dy_de``, ``dvy_dy0``, ``dvy_dvy0``, ``dvy_de`` (forward mode through the rollout)."""
-    f = lambda a, b, c: jnp.stack(final_state(a, b, c, g, **kwargs))  # noqa: E731
+    f = lambda a, b, c: jnp.stack(bouncing_ball_final_state(a, b, c, g, **kwargs))  # noqa: E731
     dtype = jnp.result_type(y0, vy0, e, float)
     args = [jnp.asarray(a, dtype) for a in (y0, vy0, e)]
     J = jax.jacfwd(f, argnums=(0, 1, 2))(*args)
@@ -148,23 +148,23 @@ def _impact(y0, vy0, g):
     return w, 2 * y0 / (w - vy0)
 
 
-def final_state_closed_form(y0, vy0, e, g, t):
+def bouncing_ball_closed_form(y0, vy0, e, g, t):
     """``(y(t), vy(t))`` in continuous time, valid for exactly one bounce before t."""
     w, ts = _impact(y0, vy0, g)
     tau = t - ts
     return e * w * tau - 0.5 * g * tau**2, e * w - g * tau
 
 
-def single_bounce_window(y0, vy0, e, g):
+def bouncing_ball_bounce_window(y0, vy0, e, g):
     """``(t*, t2)``: first impact time, and the second one (``inf`` if none)."""
     w, ts = _impact(y0, vy0, g)
     t2 = jnp.where(g > 0, ts + 2 * e * w / jnp.where(g > 0, g, 1.0), jnp.inf)
     return ts, t2
 
 
-def final_state_derivatives_closed_form(y0, vy0, e, g, t):
-    """The analytic derivatives of :func:`final_state_closed_form` (see module docstring);
-    same keys as :func:`final_state_jacobian`."""
+def bouncing_ball_derivatives_closed_form(y0, vy0, e, g, t):
+    """The analytic derivatives of :func:`bouncing_ball_closed_form` (see module docstring);
+    same keys as :func:`bouncing_ball_final_state_jacobian`."""
     w, ts = _impact(y0, vy0, g)
     tau = t - ts
     return {

@@ -34,7 +34,7 @@ def _accel(q, qd, theta):
     return jnp.stack([a1, a2])
 
 
-def energy(state, theta):
+def double_pendulum_energy(state, theta):
     """Total energy :math:`T + V` (unit masses and lengths)."""
     q, qd = state
     g = theta["g"]

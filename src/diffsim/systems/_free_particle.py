@@ -48,14 +48,14 @@ def free_particle(
     return System("free_particle", step, s0, {"a": jnp.asarray(check_float("a", a))})
 
 
-def rollout_jacobian_closed_form(num_steps: int, h: float) -> np.ndarray:
+def free_particle_rollout_jacobian(num_steps: int, h: float) -> np.ndarray:
     """:math:`∂s_T/∂s_0 = J^T = [[1, T h], [0, 1]]` for semi-implicit Euler (any a)."""
     num_steps = check_int("num_steps", num_steps)
     check_positive("h", h)
     return np.array([[1.0, num_steps * h], [0.0, 1.0]])
 
 
-def parameter_jacobian_closed_form(num_steps: int, h: float) -> np.ndarray:
+def free_particle_parameter_jacobian(num_steps: int, h: float) -> np.ndarray:
     r""":math:`∂(x_T, v_T)/∂a = (h^2 T(T+1)/2,\ T h)` for semi-implicit Euler."""
     num_steps = check_int("num_steps", num_steps)
     check_positive("h", h)

@@ -11,7 +11,7 @@ with displacements x (m). θ = ``{"m": (n,), "k": (n,)}`` (kg, N/m). Without the
 force only the ratios k/m would be identifiable (scaling every m and k together leaves the
 motion unchanged); the drive fixes the scale.
 
-:func:`identify` recovers θ from an observed trajectory by minimising the mean squared
+:func:`mass_spring_identify` recovers θ from an observed trajectory by minimising the mean squared
 position error with Optax Adam over log-parameters (so they stay positive); the whole
 optimisation is one ``lax.scan`` under ``jit``.
 """
@@ -54,7 +54,7 @@ def mass_spring(
     the first mass displaced by 0.1 m. The loss is the mean squared position of the chain.
 
     Example:
-        >>> from diffsim.systems.mass_spring import mass_spring
+        >>> from diffsim.systems import mass_spring
         >>> sys = mass_spring(2)
         >>> [round(float(m), 2) for m in sys.theta["m"]], [float(k) for k in sys.theta["k"]]
         ([1.0, 1.5], [20.0, 30.0])
@@ -78,13 +78,13 @@ def mass_spring(
     )
 
 
-def drive(num_steps: int, h: float, amplitude: float = 1.0, omega: float = 3.0):
+def mass_spring_drive(num_steps: int, h: float, amplitude: float = 1.0, omega: float = 3.0):
     """A known force ``u_t = amplitude · sin(ω t)`` on the last mass (N), shape (T,)."""
     num_steps = check_int("num_steps", num_steps)
     return amplitude * jnp.sin(omega * h * jnp.arange(num_steps))
 
 
-def observe(system: System, theta, inputs):
+def mass_spring_observe(system: System, theta, inputs):
     """Positions of the chain, shape (T, n), for parameters ``theta`` and forces ``inputs``."""
     x, _ = rollout(
         system.step, system.s0, theta, inputs.shape[0], inputs=inputs, include_initial=False
@@ -92,7 +92,7 @@ def observe(system: System, theta, inputs):
     return x
 
 
-def identify(
+def mass_spring_identify(
     system: System,
     observed,
     inputs,
@@ -126,7 +126,9 @@ def identify(
 @jax.jit
 def _mse(system, log_theta, observed, inputs):
     theta = jax.tree_util.tree_map(jnp.exp, log_theta)
-    return jnp.mean((observe(system, theta, inputs) - observed) ** 2) / jnp.mean(observed**2)
+    return jnp.mean((mass_spring_observe(system, theta, inputs) - observed) ** 2) / jnp.mean(
+        observed**2
+    )
 
 
 def _identify(system, observed, inputs, theta_init, num_iters, learning_rate):

@@ -6,11 +6,11 @@ ground is a :class:`~diffsim.contact.PenaltySpring`: while :math:`y < 0` the bal
 :math:`ω = \sqrt{k/m}`; the contact lasts :math:`π/ω` seconds, and
 
 * the derivative of the step, :math:`∂v'/∂y = -(k/m) h`, grows with k, and so does the
-  rollout Jacobian :math:`∂s_T/∂s_0` through a bounce (:func:`jacobian_norm`);
+  rollout Jacobian :math:`∂s_T/∂s_0` through a bounce (:func:`stiff_contact_jacobian_norm`);
 * semi-implicit Euler resolves the contact only while :math:`ωh < 2`; beyond that the
   contact lasts less than a step, a single step samples it (or none does), and the energy
   after the bounce is wrong — it blows up by orders of magnitude for
-  :math:`k \gg 4m/h^2` (:func:`bounce_report`).
+  :math:`k \gg 4m/h^2` (:func:`stiff_contact_bounce_report`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def stiff_contact(
 
     Example:
         >>> from diffsim import rollout
-        >>> from diffsim.systems.stiff_contact import stiff_contact
+        >>> from diffsim.systems import stiff_contact
         >>> sys = stiff_contact(k=1e4)
         >>> y, v = rollout(sys.step, sys.s0, sys.theta, 240)
         >>> bool(y.min() < 0), round(float(y.min()), 2)  # sinks about v sqrt(m/k) = 4.4 cm (+ O(h))
@@ -81,14 +81,16 @@ def stiff_contact(
     )
 
 
-def energy(state, theta):
+def stiff_contact_energy(state, theta):
     """Energy per unit mass (J/kg): kinetic + gravity + spring while penetrating."""
     y, v = state
     pen = jnp.maximum(-y, 0.0)
     return 0.5 * v**2 + theta["g"] * y + 0.5 * theta["k"] / theta["m"] * pen**2
 
 
-def jacobian_norm(k, *, h: float = 1 / 240, num_steps: int = 240, y0: float = 1.0, **kwargs):
+def stiff_contact_jacobian_norm(
+    k, *, h: float = 1 / 240, num_steps: int = 240, y0: float = 1.0, **kwargs
+):
     r"""Spectral norm of the rollout Jacobian :math:`∂(y_T, v_T)/∂(y_0, v_0)` (autodiff).
 
     ``k`` may be an array: evaluated for each value (``vmap``).
@@ -106,7 +108,9 @@ def jacobian_norm(k, *, h: float = 1 / 240, num_steps: int = 240, y0: float = 1.
     return jax.vmap(one)(k.ravel()).reshape(k.shape)
 
 
-def bounce_report(k, *, h: float = 1 / 240, num_steps: int = 480, y0: float = 1.0, **kwargs):
+def stiff_contact_bounce_report(
+    k, *, h: float = 1 / 240, num_steps: int = 480, y0: float = 1.0, **kwargs
+):
     """What the fixed step makes of the contact, for each stiffness in ``k``.
 
     Returns a dict of arrays shaped like ``k``:
@@ -123,8 +127,8 @@ def bounce_report(k, *, h: float = 1 / 240, num_steps: int = 480, y0: float = 1.
     def one(kk):
         theta = dict(sys.theta, k=kk)
         y, v = rollout(sys.step, sys.s0, theta, num_steps)
-        e0 = energy((y[0], v[0]), theta)
-        eT = energy((y[-1], v[-1]), theta)
+        e0 = stiff_contact_energy((y[0], v[0]), theta)
+        eT = stiff_contact_energy((y[-1], v[-1]), theta)
         return {
             "energy_ratio": eT / e0,
             "steps_in_contact": jnp.sum(y < 0),

@@ -15,9 +15,10 @@ import optax
 from jaxtyping import Array
 
 from .._checks import check_positive
+from .._optimize import OptimizeResult, optimize
 from ..estimators import Estimator
-from ..optimize import OptimizeResult, optimize
 from . import projectile_wall as pw
+from .base import System
 
 SIGMA = 0.7
 """Default initial σ (m/s): wide enough to see past the plateau (width 1.73 m/s)."""
@@ -38,21 +39,40 @@ TABLE_V_MAX = 23.0
 """Top of :func:`loss_table`'s grid (m/s): 14 m/s + 6 σ for σ up to 1.5 m/s."""
 
 
+def wall_system(v0: Any = 8.0, *, h: float = pw.DEFAULT_H, smoothing: Any = None) -> System:
+    """The wall demo as a :class:`System`: state ``((x, y), (vx, vy))`` launched from the
+    origin at ``v0`` m/s and 45°, ``θ = {"g": 9.81}``, step :func:`projectile_wall.wall_step`
+    (``h`` s; ``smoothing`` τ in m or ``None``); loss ``(x_T − 10)²`` of the final state.
+
+    Roll it out for :func:`projectile_wall.num_steps_for` steps to land (the functions of
+    :mod:`diffsim.systems.projectile_wall` do exactly this).
+    """
+    check_positive("h", h)
+    dtype = jnp.result_type(float)
+    return System(
+        "projectile_wall",
+        pw.wall_step(h, smoothing=smoothing),
+        pw.launch_state(jnp.asarray(v0, dtype)),
+        {"g": jnp.asarray(pw.G, dtype)},
+        loss=lambda s: (s[0][0] - pw.TARGET) ** 2,
+    )
+
+
 def wall_loss(model: str = "stepped") -> Callable[[Array], Array]:
     """The wall loss ``(landing x − 10)²`` of v0: the time-stepped simulator
-    (``"stepped"``, h = 1/240 s, when available) or the closed form (``"closed"``)."""
-    if model == "stepped" and hasattr(pw, "loss"):
+    (``"stepped"``, h = 1/240 s) or the closed form (``"closed"``)."""
+    if model == "stepped":
         return pw.loss
-    if model in ("stepped", "closed"):
+    if model == "closed":
         return pw.loss_closed_form
     raise ValueError(f"model must be 'stepped' or 'closed', got {model!r}")
 
 
 def wall_landing_x(model: str = "stepped") -> Callable[[Array], Array]:
     """Landing x (m) of v0 for the same model as :func:`wall_loss`."""
-    if model == "stepped" and hasattr(pw, "landing_x"):
+    if model == "stepped":
         return pw.landing_x
-    if model in ("stepped", "closed"):
+    if model == "closed":
         return pw.landing_x_closed_form
     raise ValueError(f"model must be 'stepped' or 'closed', got {model!r}")
 
@@ -128,7 +148,7 @@ def gaussian_smoothed_loss(v0: Any, sigma: Any, table: LossTable) -> Array:
 class CosineAnneal(eqx.Module):
     r"""The annealing schedule of :func:`optimize_wall`,
     :math:`s_k = e + \tfrac12 (s - e)\,(1 + \cos(π \min(k / (f K), 1)))` — the same as
-    :func:`diffsim.optimize.cosine_anneal`, but with the start :math:`s` and end :math:`e`
+    :func:`diffsim.cosine_anneal`, but with the start :math:`s` and end :math:`e`
     as arrays, so that :func:`diffsim.optimize` does not recompile for a new σ₀ or τ₀
     (the web page's boxes).
     """
@@ -178,7 +198,7 @@ def optimize_wall(
     r"""Gradient descent on the launch speed from ``v0`` with ``estimator``.
 
     Adam with a cosine-decayed learning rate (``lr`` → 5 %), and — for estimators with σ —
-    σ annealed by :func:`diffsim.optimize.cosine_anneal` from ``sigma`` (default: the
+    σ annealed by :func:`diffsim.cosine_anneal` from ``sigma`` (default: the
     estimator's own σ) to ``sigma_end`` over the first 60 % of the steps. Wide smoothing
     first lets the estimate feel the cliff from anywhere on the plateau; sharp smoothing
     at the end puts the minimum of :math:`F_σ` back on v₀* = √(10 g) ≈ 9.905 m/s (the
@@ -195,8 +215,9 @@ def optimize_wall(
     theta0 = jnp.asarray(v0, dtype=jnp.result_type(float))
     optimizer = wall_optimizer(float(lr), int(steps))
     schedule = None
-    if anneal and hasattr(estimator, "sigma"):
-        start = estimator.sigma if sigma is None else sigma
+    own_sigma = estimator.smoothing_scale()  # None for estimators without σ
+    if anneal and own_sigma is not None:
+        start = own_sigma if sigma is None else sigma
         schedule = CosineAnneal(start, jnp.minimum(sigma_end, start), steps)
     if temperature is not None:
         if model != "stepped":

@@ -1,0 +1,250 @@
+"""The registries: every registered estimator and system passes the same tests, and the CLI,
+the doctor and the page read them. The two toys below are ``CONTRIBUTING.md``'s worked
+examples, registered for one test each (one file + one registry line)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxtyping import Array
+from typer.testing import CliRunner
+
+from diffsim import rollout, systems
+from diffsim.app._model import ESTIMATOR_LABELS, PAGE_ESTIMATORS
+from diffsim.cli import app
+from diffsim.doctor import PRESETS, check_problem
+from diffsim.estimators import (
+    BASE_QUANTITIES,
+    ESTIMATORS,
+    QUANTITIES,
+    Estimator,
+    GradientEstimate,
+    Option,
+    make_estimator,
+)
+from diffsim.estimators.base import flatten_loss, make_result, mean_and_stats
+from diffsim.integrators import SemiImplicitEuler
+from diffsim.systems import SYSTEMS, LossProblem, RolloutProblem, System, SystemSpec, wall_study
+
+runner = CliRunner()
+
+
+# --- the worked examples of CONTRIBUTING.md ---------------------------------------------------
+
+
+class RandomDirection(Estimator):
+    r"""Central differences along N random directions :math:`u_i \sim N(0, I)`:
+    :math:`\hat g = \frac1N \sum_i \frac{L(θ + δu_i) − L(θ − δu_i)}{2δ} u_i`, unbiased for ∇L
+    up to O(δ²) since :math:`\mathbb E[u u^T] = I`; 2N loss evaluations, no σ."""
+
+    label = "random-direction differences"
+    short_label = "RD"
+    summary = "central differences along N random directions: no σ, 2N loss evaluations"
+    options = (
+        Option("step", "δ, the step", float, "θ's units", 0.0, None, exclusive=True),
+        Option("num_samples", "N, random directions", int, "", 2),
+    )
+    randomized = True
+    reports = ("variance",)
+
+    step: Array = eqx.field(converter=jnp.asarray, default=1e-3)
+    num_samples: int = eqx.field(static=True, default=16)
+
+    def __call__(self, loss, theta, key) -> GradientEstimate:
+        f, x, unravel = flatten_loss(loss, theta)
+        u = jax.random.normal(key, (self.num_samples, x.shape[0]), x.dtype)
+        h = jnp.asarray(self.step, x.dtype)
+        slopes = (jax.vmap(f)(x + h * u) - jax.vmap(f)(x - h * u)) / (2 * h)
+        mean, se, var = mean_and_stats(slopes[:, None] * u)
+        return make_result(
+            unravel,
+            mean,
+            se,
+            num_loss_evals=2 * self.num_samples,
+            num_grad_evals=0,
+            variance=var,
+            reports=self.reports,
+        )
+
+
+def drag_particle(h: float = 0.01, *, c: float = 0.5, g: float = 9.81, v0: float = 0.0) -> System:
+    """A particle falling with linear drag: ẍ = −g − c ẋ, θ = {"c", "g"} (1/s, m/s²)."""
+    step = SemiImplicitEuler(lambda x, v, th: -th["g"] - th["c"] * v, h=h)
+    s0 = (jnp.asarray(0.0), jnp.asarray(v0))
+    return System("drag_particle", step, s0, {"c": jnp.asarray(c), "g": jnp.asarray(g)})
+
+
+def drag_velocity(v0, c, g, t):
+    """Closed form: v(t) = (v0 + g/c) e^{−ct} − g/c."""
+    return (v0 + g / c) * jnp.exp(-c * t) - g / c
+
+
+DRAG = SystemSpec(
+    "drag-particle",
+    "particle falling with linear drag",
+    drag_particle,
+    (systems.Setting("steps", "rollout horizon T", int, "", 200, 0),),
+    lambda steps=None: RolloutProblem(drag_particle(), steps or 200, lambda s: s[1] ** 2),
+    closed_forms={"velocity": drag_velocity},
+)
+
+
+@pytest.fixture
+def with_toys(monkeypatch):
+    """The toys registered (the "one registry line" each), for one test."""
+    monkeypatch.setitem(ESTIMATORS, "rd", RandomDirection)
+    monkeypatch.setitem(SYSTEMS, "drag-particle", DRAG)
+
+
+# --- every estimator ----------------------------------------------------------------------------
+
+
+def _check_estimator(name: str) -> None:
+    cls = ESTIMATORS[name]
+    assert cls.label and cls.short_label and cls.summary
+    fields = {f.name for f in dataclasses.fields(cls)}
+    assert {o.name for o in cls.options} <= fields
+    est = make_estimator(name, **cls.defaults())
+    assert est == cls()
+    if cls.smoothing:
+        assert cls.takes("sigma") and cls.randomized
+        assert float(est.with_sigma(0.25).smoothing_scale()) == 0.25
+    else:
+        assert est.smoothing_scale() is None and est.with_sigma(0.25) is est
+    assert set(cls.reports) <= set(QUANTITIES)
+    r = est(lambda t: jnp.sum(jnp.sin(t)), jnp.array([0.3, -0.2]), jax.random.PRNGKey(1))
+    report = r.report()
+    assert list(report) == [*BASE_QUANTITIES, *cls.reports]
+    assert all(item.quantity is QUANTITIES[n] for n, item in report.items())
+    # within 4 SE (plus σ's smoothing bias, e^{−σ²/2} − 1 = −0.5 % at σ = 0.1, or FD's)
+    err = np.abs(np.asarray(report["estimate"].value) - np.cos([0.3, -0.2]))
+    assert np.all(err <= 4 * np.asarray(report["std_error"].value) + 0.01)
+    assert int(report["evaluations"].value) == int(r.num_loss_evals + r.num_grad_evals)
+
+
+def _cli_json(args):
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _check_estimator_cli(name: str) -> None:
+    """`diffsim estimate` reports what the library computes, for any estimator, with or
+    without σ; `diffsim optimize` runs with it."""
+    cls = ESTIMATORS[name]
+    out = _cli_json(["estimate", "--v0", "9.0", "-e", name, "--sigma", "0.5", "-n", "16"])
+    given = {"sigma": 0.5, "num_samples": 16}
+    est = make_estimator(name, **{k: v for k, v in given.items() if cls.takes(k)})
+    r = est(wall_study.wall_loss(), np.float32(9.0), jax.random.PRNGKey(0))
+    for key, item in r.report().items():
+        assert out[key] == pytest.approx(float(item.value), rel=1e-12, nan_ok=True), key
+    assert ("sigma" in out) == cls.takes("sigma") and ("samples" in out) == cls.takes("num_samples")
+    opt = _cli_json(["optimize", "--v0", "8.0", "-e", name, "--steps", "3", "-n", "4"])
+    assert len(opt["history"]["v0"]) == 3
+    assert np.isnan(opt["history"]["sigma"]).all() == (not cls.smoothing)
+
+
+def test_estimator_declares_and_reports(estimator_name):
+    _check_estimator(estimator_name)
+
+
+def test_estimator_through_the_cli(estimator_name):
+    _check_estimator_cli(estimator_name)
+
+
+def test_cli_help_lists_every_estimator():
+    res = runner.invoke(app, ["estimate", "--help"])
+    text = " ".join(res.output.replace("│", " ").split())
+    for name, cls in ESTIMATORS.items():
+        assert f"{name}:" in text and cls.summary.split(":")[0] in text
+
+
+def test_page_lists_the_registered_estimators():
+    assert PAGE_ESTIMATORS == tuple(n for n, c in ESTIMATORS.items() if not c.diagnostic)
+    assert list(ESTIMATOR_LABELS)[:-1] == list(PAGE_ESTIMATORS)
+
+
+def test_worked_example_estimator(with_toys):
+    # the shared tests, on the toy (an estimator without σ: the CLI must not stumble on it)
+    _check_estimator("rd")
+    _check_estimator_cli("rd")
+    # and it is unbiased: within 4 SE of the exact gradient of a smooth loss
+    r = make_estimator("rd", num_samples=4000, step=1e-4)(
+        lambda t: jnp.sum(t**3), jnp.array([1.0, -0.5]), jax.random.PRNGKey(3)
+    )
+    assert np.all(np.abs(r.estimate - np.array([3.0, 0.75])) < 4 * r.std_error)
+
+
+# --- every system -------------------------------------------------------------------------------
+
+
+def _check_system(name: str) -> None:
+    spec = SYSTEMS[name]
+    assert spec.name == name and spec.title
+    sys = spec.factory()
+    assert isinstance(sys, System)
+    s1 = sys.step(sys.s0, sys.theta) if name != "mass-spring" else sys.step(sys.s0, sys.theta, 0.0)
+    assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree_util.tree_leaves(s1))
+    for s in spec.settings:
+        lo = -np.inf if s.minimum is None else s.minimum
+        hi = np.inf if s.maximum is None else s.maximum
+        assert isinstance(s.default, s.kind) and lo <= s.default <= hi, s
+    for preset in spec.presets:
+        spec.build(preset)
+    with pytest.raises(ValueError, match="takes the settings"):
+        spec.build(nope=1)
+    short = {"steps": 8} if any(s.name == "steps" for s in spec.settings) else {}
+    problem = spec.build(**short)
+    if isinstance(problem, LossProblem):
+        g = jax.grad(problem.loss)(problem.theta)
+    else:
+        assert isinstance(problem, RolloutProblem)
+        r = problem
+
+        def loss(s0):
+            return r.loss(rollout(r.system.step, s0, r.system.theta, r.num_steps, trajectory=False))
+
+        g = jax.grad(loss)(jax.tree_util.tree_map(jnp.asarray, r.system.s0))
+    assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree_util.tree_leaves(g))
+    assert all(callable(f) for f in spec.closed_forms.values())
+
+
+def test_system_registered_once_and_usable(system_name):
+    _check_system(system_name)
+    # the doctor and `diffsim diagnose --system` read the registry
+    assert system_name in PRESETS
+
+
+def test_worked_example_system(with_toys):
+    _check_system("drag-particle")
+    # the doctor examines it like any registered system
+    d = check_problem(DRAG.build())(jax.random.PRNGKey(0), num_samples=64)
+    assert d.verdict == "trusted"
+    # and its closed form holds to O(h)
+    sys = drag_particle(h=1e-3)
+    _, vT = rollout(sys.step, sys.s0, sys.theta, 1000, trajectory=False)
+    assert float(vT) == pytest.approx(float(drag_velocity(0.0, 0.5, 9.81, 1.0)), rel=1e-3)
+
+
+def test_no_public_name_shadows_a_module():
+    import importlib
+    import pkgutil
+
+    import diffsim
+
+    for pkg in (diffsim, diffsim.systems, diffsim.estimators, diffsim.doctor):
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+            assert getattr(pkg, info.name, module) is module, f"{pkg.__name__}.{info.name}"
+    import diffsim._optimize
+
+    assert diffsim.optimize is diffsim._optimize.optimize
+    assert set(diffsim.__all__) >= {"doctor", "systems", "estimators", "optimize"}

@@ -87,7 +87,7 @@ def _resolve_step_jacobian(step, given, method) -> Callable[..., tuple[Matrix, M
     if given is not None:
         if not callable(given):
             raise TypeError(f"step_jacobian must be callable, got {given!r}")
-        return given
+        return cast(Callable[..., tuple[Matrix, Matrix]], given)
     jac = getattr(step, "jacobian", None)
     if jac is None:
         raise ValueError(

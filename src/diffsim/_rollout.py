@@ -253,7 +253,6 @@ def prepare(step, s0, theta, num_steps, inputs, *, check: bool = True):
     return s0, theta, num_steps, inputs, u0
 
 
-
 def check_step_output(step: Callable[..., State], s0: State, theta: Params, u0: Any) -> State:
     """Trace ``step`` abstractly, check its output matches ``s0``, return ``s0`` cast to the
     output's dtypes (so the scan carry keeps one type).

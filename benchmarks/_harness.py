@@ -21,8 +21,8 @@ import numpy as np
 from .task import Case, bytes_per_ball_step, flops_per_ball_step
 
 XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false"
-"""Intra-op threading slows this workload on a 2-core machine; every JAX-based row runs
-with it off (set before JAX starts its backend)."""
+"""Intra-op threading slows this workload on small machines (measured on 2 cores); every
+JAX-based row runs with it off (set before JAX starts its backend)."""
 WARM_CALLS = 1
 """Untimed calls of the same framework right before each timed one: the timed call then
 measures that framework in steady state, not the cold caches and waking threads that the

@@ -85,8 +85,9 @@ class DiffsimImpl(_JaxLoss):
 
 
 class DiffsimForwardImpl(DiffsimImpl):
-    """diffsim, ``diffsim.value_and_grad(..., batched=True)``: the mode is picked from the
-    shapes (one parameter per ball: forward mode, one tangent, no stored residuals)."""
+    """diffsim in forward mode: ``diffsim.value_and_grad(..., batched=True, mode="forward")``
+    (one tangent per ball, no stored residuals; ``mode="auto"`` picks it where reverse mode's
+    residuals exceed the cache, see ``diffsim._grad.FORWARD_MIN_RESIDUAL_BYTES``)."""
 
     name = "diffsim-fwd"
 
@@ -98,7 +99,7 @@ class DiffsimForwardImpl(DiffsimImpl):
         from diffsim import value_and_grad
 
         vy0, *rest = self._args
-        res = value_and_grad(self._one, vy0, *rest, batched=True)
+        res = value_and_grad(self._one, vy0, *rest, batched=True, mode="forward")
         return float(jnp.sum(res.value)), np.asarray(res.grad)
 
 

@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
             if not args.json:
                 row = "  ".join(
                     f"{k} {v['ns_per_ball_step']:.3g} ns (÷hand {v['ratio_to_hand']['median']:.2f}"
-                    f" [{v['ratio_to_hand']['lo']:.2f}–{v['ratio_to_hand']['hi']:.2f}])"
+                    f" [{v['ratio_to_hand']['ci'][0]:.2f}–{v['ratio_to_hand']['ci'][1]:.2f}])"
                     for k, v in cell["rows"].items()
                     if k != "hand"
                 )

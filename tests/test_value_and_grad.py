@@ -44,13 +44,34 @@ def test_forward_equals_reverse_equals_finite_differences():
         assert float(got) == pytest.approx(float(fd), rel=1e-6, abs=1e-9)
 
 
-def test_auto_picks_forward_for_few_parameters_and_reverse_for_many():
+def test_auto_picks_reverse_for_small_residuals_and_many_parameters():
     few = diffsim.value_and_grad(lambda t: jnp.sum(t**2), jnp.ones(3))
-    many = diffsim.value_and_grad(lambda t: jnp.sum(t**2), jnp.ones(40))
-    assert few.mode == "forward" and "3 parameter(s)" in few.reason
+    many = diffsim.value_and_grad(lambda t: jnp.sum(jnp.sin(t) ** 2), jnp.ones(40))
+    assert few.mode == "reverse" and "MiB of residuals" in few.reason
     assert many.mode == "reverse" and "40 parameters" in many.reason
     np.testing.assert_allclose(few.grad, 2 * np.ones(3))
-    np.testing.assert_allclose(many.grad, 2 * np.ones(40))
+    np.testing.assert_allclose(many.grad, np.sin(2.0) * np.ones(40))
+
+
+def test_auto_picks_forward_when_reverse_would_store_large_residuals():
+    # reverse mode keeps cos(t k) and k for 2**20 values of k: 16 MiB in float64
+    k = jnp.arange(2**20, dtype=jnp.float64) / 2**20
+
+    def loss(t):
+        return jnp.sum(jnp.sin(t * k))
+
+    res = diffsim.value_and_grad(loss, jnp.asarray(0.5))
+    assert res.mode == "forward" and "16 MiB of residuals" in res.reason
+    assert float(res.grad) == pytest.approx(float(jnp.sum(k * jnp.cos(0.5 * k))), rel=1e-12)
+
+
+def test_choose_mode_rule():
+    from diffsim._grad import FORWARD_MIN_RESIDUAL_BYTES, choose_mode
+
+    assert choose_mode(1, FORWARD_MIN_RESIDUAL_BYTES)[0] == "forward"
+    assert choose_mode(1, FORWARD_MIN_RESIDUAL_BYTES - 1)[0] == "reverse"
+    assert choose_mode(5, 10 * FORWARD_MIN_RESIDUAL_BYTES)[0] == "reverse"
+    assert choose_mode(5, 0, "forward") == ("forward", "mode='forward' requested")
 
 
 def test_batched_is_vmap_of_the_per_system_gradient():
@@ -58,8 +79,15 @@ def test_batched_is_vmap_of_the_per_system_gradient():
     v0 = jax.random.uniform(key, (16, 2), minval=-2.0, maxval=2.0)
     g = jnp.full((16,), 9.81)
     p0 = jnp.tile(jnp.array([0.0, 1.0]), (16, 1))
+    for mode in ("forward", "reverse"):
+        res = diffsim.value_and_grad(ball_loss, {"v0": v0, "g": g}, p0, batched=True, mode=mode)
+        assert res.mode == mode and res.value.shape == (16,)
+        ref = jax.vmap(jax.value_and_grad(ball_loss))({"v0": v0, "g": g}, p0)
+        np.testing.assert_allclose(res.value, ref[0], rtol=1e-12)
+        np.testing.assert_allclose(res.grad["v0"], ref[1]["v0"], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(res.grad["g"], ref[1]["g"], rtol=1e-9, atol=1e-12)
     res = diffsim.value_and_grad(ball_loss, {"v0": v0, "g": g}, p0, batched=True)
-    assert res.mode == "forward" and res.value.shape == (16,)
+    assert res.mode == "reverse"  # 16 balls x 100 steps: a few kB of residuals
     ref = jax.vmap(jax.value_and_grad(ball_loss))({"v0": v0, "g": g}, p0)
     np.testing.assert_allclose(res.value, ref[0], rtol=1e-12)
     np.testing.assert_allclose(res.grad["v0"], ref[1]["v0"], rtol=1e-9, atol=1e-12)

@@ -16,12 +16,18 @@ from ._types import Params
 Mode = Literal["auto", "forward", "reverse"]
 
 FORWARD_MAX_PARAMS = 4
-"""``mode="auto"`` differentiates in forward mode when each system has at most this many
-parameters. Forward mode carries one tangent per parameter alongside the rollout and stores
-nothing; reverse mode stores (or recomputes) every step's residuals and reads them back. For
-a contact rollout of T = 1000 steps the forward pass with 1 tangent costs ~1.5-2x the primal
-and reverse mode ~5-10x (``python -m benchmarks``); the crossover on CPU lies near 4-6
-tangents, so 4 keeps forward mode where it clearly wins."""
+"""``mode="auto"`` considers forward mode only when each system has at most this many
+parameters: forward mode carries one tangent per parameter, reverse mode one backward pass
+whatever their number."""
+
+FORWARD_MIN_RESIDUAL_BYTES = 4 * 2**20
+"""... and picks it when reverse mode would have to store at least this many bytes of
+residuals (measured abstractly, ``jax.eval_shape`` of ``jax.vjp``: nothing is run). Below
+that, the residuals stay in cache and one backward pass beats the tangents' extra work;
+above it, reverse mode streams them through memory. Measured on the benchmark's bouncing
+balls (``python -m benchmarks.scaling``, 2-core EPYC): reverse wins at 2.4 MiB (N = 256,
+T = 10⁴; forward 1.2x slower) and 3.9 MiB (N = 4096, T = 10³; forward 2.9x slower),
+forward wins from 7 MiB (N = 65,536, T = 100: 0.57x) to 1 GiB (0.28-0.44x)."""
 
 
 class Gradient(NamedTuple):
@@ -31,7 +37,7 @@ class Gradient(NamedTuple):
         value: the loss (shape ``(B,)`` for ``batched=True``, else a scalar).
         grad: the gradient, with the structure of θ (leading axis B when batched).
         mode: ``"forward"`` or ``"reverse"``: the mode that was used.
-        reason: why that mode (parameters per system against the forward-mode limit).
+        reason: why that mode (parameters per system, residual bytes of reverse mode).
     """
 
     value: Any
@@ -40,20 +46,29 @@ class Gradient(NamedTuple):
     reason: str
 
 
-def choose_mode(num_params: int, mode: Mode = "auto") -> tuple[str, str]:
-    """``(mode, reason)`` for ``num_params`` parameters per system (see :func:`value_and_grad`)."""
+def choose_mode(num_params: int, residual_bytes: float, mode: Mode = "auto") -> tuple[str, str]:
+    """``(mode, reason)`` for ``num_params`` parameters per system and ``residual_bytes``
+    that reverse mode would store (see :func:`value_and_grad`)."""
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError(f"mode must be 'auto', 'forward' or 'reverse', got {mode!r}")
     if mode != "auto":
         return mode, f"mode={mode!r} requested"
-    if num_params <= FORWARD_MAX_PARAMS:
+    mib = residual_bytes / 2**20
+    if num_params > FORWARD_MAX_PARAMS:
+        return "reverse", (
+            f"{num_params} parameters per system > {FORWARD_MAX_PARAMS}: one reverse pass "
+            f"beats {num_params} tangents"
+        )
+    if residual_bytes >= FORWARD_MIN_RESIDUAL_BYTES:
         return "forward", (
-            f"{num_params} parameter(s) per system <= {FORWARD_MAX_PARAMS}: forward mode "
-            f"carries {num_params} tangent(s) and stores no residuals"
+            f"{num_params} parameter(s) per system and reverse mode would store {mib:.3g} MiB "
+            f"of residuals (>= {FORWARD_MIN_RESIDUAL_BYTES / 2**20:.3g} MiB): forward mode "
+            f"carries {num_params} tangent(s) and stores none"
         )
     return "reverse", (
-        f"{num_params} parameters per system > {FORWARD_MAX_PARAMS}: one reverse pass beats "
-        f"{num_params} tangents"
+        f"reverse mode stores only {mib:.3g} MiB of residuals "
+        f"(< {FORWARD_MIN_RESIDUAL_BYTES / 2**20:.3g} MiB, cache-resident): one backward pass "
+        f"beats {num_params} tangent(s)"
     )
 
 
@@ -87,7 +102,9 @@ def value_and_grad(
     step's residuals, whatever the number of parameters; forward mode (``jax.jvp``) carries
     one tangent per parameter along the forward pass and stores nothing. With few
     parameters per independent system — a ball's initial velocity, a few physical
-    constants — forward mode is several times faster and needs O(1) memory in T.
+    constants — and residuals too large for the cache, forward mode is 2-3x faster and needs
+    O(1) memory in T; with small residuals reverse mode wins. ``mode="auto"`` measures the
+    residuals abstractly (``jax.eval_shape`` of ``jax.vjp``, while compiling) and decides.
 
     With ``batched=True``, every leaf of ``theta`` (and of each of ``args``) has a leading
     axis B of independent systems and ``fun`` is the loss of *one* system; the result holds
@@ -100,7 +117,9 @@ def value_and_grad(
         theta: parameters, a pytree of arrays (floating point).
         *args: further arguments passed through (not differentiated).
         mode: ``"auto"`` (forward for at most :data:`FORWARD_MAX_PARAMS` parameters per
-            system, else reverse), ``"forward"`` or ``"reverse"``.
+            system when reverse mode would store at least
+            :data:`FORWARD_MIN_RESIDUAL_BYTES` of residuals, else reverse), ``"forward"`` or
+            ``"reverse"``.
         batched: ``theta`` and ``args`` carry a leading axis of independent systems.
 
     Returns:
@@ -115,8 +134,10 @@ def value_and_grad(
         >>> import jax.numpy as jnp
         >>> from diffsim import value_and_grad
         >>> g = value_and_grad(lambda t: jnp.sum(t**2), jnp.array([1.0, 2.0]))
-        >>> g.mode, g.grad.tolist()
-        ('forward', [2.0, 4.0])
+        >>> g.mode, g.grad.tolist()  # tiny residuals: reverse mode
+        ('reverse', [2.0, 4.0])
+        >>> value_and_grad(lambda t: jnp.sum(t**2), jnp.array([1.0, 2.0]), mode="forward").mode
+        'forward'
     """
     leaves = jax.tree_util.tree_leaves(theta)
     if not leaves:
@@ -127,6 +148,8 @@ def value_and_grad(
                 f"theta must have floating-point leaves (gradients need floats), got a leaf "
                 f"of dtype {jnp.result_type(leaf)}; pass e.g. jnp.asarray(theta, float)"
             )
+    if mode not in ("auto", "forward", "reverse"):
+        raise ValueError(f"mode must be 'auto', 'forward' or 'reverse', got {mode!r}")
     if batched:
         sizes = {jnp.shape(leaf)[0] if jnp.ndim(leaf) else None for leaf in leaves}
         if None in sizes or len(sizes) != 1:
@@ -136,15 +159,35 @@ def value_and_grad(
             )
         check_int("batch size", sizes.pop(), minimum=1)
         per_system = sum(int(jnp.size(leaf)) // jnp.shape(leaf)[0] for leaf in leaves)
-        chosen, reason = choose_mode(per_system, mode)
     else:
-        chosen, reason = choose_mode(sum(int(jnp.size(leaf)) for leaf in leaves), mode)
-    value, grad = _value_and_grad_jit(theta, args, fun=fun, mode=chosen, batched=bool(batched))
+        per_system = sum(int(jnp.size(leaf)) for leaf in leaves)
+    value, grad, forward, residual_bytes = _value_and_grad_jit(
+        theta, args, fun=fun, mode=mode, batched=bool(batched), num_params=per_system
+    )
+    chosen = "forward" if bool(forward) else "reverse"
+    _, reason = choose_mode(per_system, float(residual_bytes), mode)
     return Gradient(value, grad, chosen, reason)
 
 
-@functools.partial(jax.jit, static_argnames=("fun", "mode", "batched"))
-def _value_and_grad_jit(theta, args, fun, mode, batched):
+def _residual_bytes(fun, theta, args, batched) -> int:
+    """Bytes of the residuals reverse mode would store (abstract: nothing runs)."""
+
+    def pullback(t):
+        if batched:
+            return jax.vmap(lambda ti, ai: jax.vjp(lambda q: fun(q, *ai), ti)[1])(t, args)
+        return jax.vjp(lambda q: fun(q, *args), t)[1]
+
+    leaves = jax.tree_util.tree_leaves(jax.eval_shape(pullback, theta))
+    return sum(int(leaf.size) * leaf.dtype.itemsize for leaf in leaves)
+
+
+@functools.partial(jax.jit, static_argnames=("fun", "mode", "batched", "num_params"))
+def _value_and_grad_jit(theta, args, fun, mode, batched, num_params):
+    # the mode is chosen while tracing: once per compilation, from abstract shapes only
+    residual_bytes = _residual_bytes(fun, theta, args, batched)
+    chosen, _ = choose_mode(num_params, residual_bytes, mode)
     if batched:
-        return jax.vmap(lambda t, a: _one(fun, t, a, mode))(theta, args)
-    return _one(fun, theta, args, mode)
+        value, grad = jax.vmap(lambda t, a: _one(fun, t, a, chosen))(theta, args)
+    else:
+        value, grad = _one(fun, theta, args, chosen)
+    return value, grad, jnp.asarray(chosen == "forward"), jnp.asarray(residual_bytes, float)

@@ -1,7 +1,8 @@
 """How the page is driven headless (browser tests and the latency benchmark share this).
 
 Debian's ``chromium`` (``apt-get install chromium``), started by Playwright with the flags
-this network-less machine needs; ``DIFFSIM_CHROMIUM`` points at another binary.
+a machine without outside network needs (no background
+connections, no component updates); ``DIFFSIM_CHROMIUM`` points at another binary.
 """
 
 from __future__ import annotations

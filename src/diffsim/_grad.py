@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from ._checks import check_int
+from ._checks import as_arrays, check_int
 from ._types import Params
 
 Mode = Literal["auto", "forward", "reverse"]
@@ -125,10 +125,13 @@ def value_and_grad(
     Returns:
         :class:`Gradient` ``(value, grad, mode, reason)``.
 
+    Integer or boolean leaves of ``theta`` are promoted to the default float dtype.
+
     Raises:
         ValueError: unknown ``mode``; ``batched`` with leaves of different leading axes or
-            no leading axis; ``theta`` without leaves.
-        TypeError: integer or boolean leaves in ``theta`` (gradients need floats).
+            no leading axis; ``theta`` without leaves, or (when concrete) with a NaN,
+            infinite or, in its dtype, overflowing leaf.
+        TypeError: ``fun`` not callable; non-numeric or complex leaves in ``theta``.
 
     Example:
         >>> import jax.numpy as jnp
@@ -139,15 +142,13 @@ def value_and_grad(
         >>> value_and_grad(lambda t: jnp.sum(t**2), jnp.array([1.0, 2.0]), mode="forward").mode
         'forward'
     """
+    if not callable(fun):
+        raise TypeError(f"fun must be a callable fun(theta, *args) -> scalar, got {fun!r}")
+    # checked as the computation uses it (its JAX dtype; 1e300 is refused in float32), and
+    # integer or boolean leaves promoted to floats (gradients need floats), as everywhere
+    # θ enters the library
+    theta = as_arrays("theta", theta, floating=True)
     leaves = jax.tree_util.tree_leaves(theta)
-    if not leaves:
-        raise ValueError("theta must contain at least one array, got an empty pytree")
-    for leaf in leaves:
-        if not jnp.issubdtype(jnp.result_type(leaf), jnp.floating):
-            raise TypeError(
-                f"theta must have floating-point leaves (gradients need floats), got a leaf "
-                f"of dtype {jnp.result_type(leaf)}; pass e.g. jnp.asarray(theta, float)"
-            )
     if mode not in ("auto", "forward", "reverse"):
         raise ValueError(f"mode must be 'auto', 'forward' or 'reverse', got {mode!r}")
     if batched:
@@ -162,7 +163,7 @@ def value_and_grad(
     else:
         per_system = sum(int(jnp.size(leaf)) for leaf in leaves)
     value, grad, forward, residual_bytes = _value_and_grad_jit(
-        theta, args, fun=fun, mode=mode, batched=bool(batched), num_params=per_system
+        theta, args, loss_fn=fun, mode=mode, batched=bool(batched), num_params=per_system
     )
     chosen = "forward" if bool(forward) else "reverse"
     _, reason = choose_mode(per_system, float(residual_bytes), mode)
@@ -181,8 +182,10 @@ def _residual_bytes(fun, theta, args, batched) -> int:
     return sum(int(leaf.size) * leaf.dtype.itemsize for leaf in leaves)
 
 
-@functools.partial(jax.jit, static_argnames=("fun", "mode", "batched", "num_params"))
-def _value_and_grad_jit(theta, args, fun, mode, batched, num_params):
+# (not ``fun``: older JAX's jit wrapper takes a parameter of that name)
+@functools.partial(jax.jit, static_argnames=("loss_fn", "mode", "batched", "num_params"))
+def _value_and_grad_jit(theta, args, loss_fn, mode, batched, num_params):
+    fun = loss_fn
     # the mode is chosen while tracing: once per compilation, from abstract shapes only
     residual_bytes = _residual_bytes(fun, theta, args, batched)
     chosen, _ = choose_mode(num_params, residual_bytes, mode)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import webbrowser
 from pathlib import Path
 
 import dash
+from werkzeug.serving import make_server
 
+from . import _guard
 from ._callbacks import register_callbacks
 from ._layout import build_layout
 from ._model import DemoModel
@@ -42,11 +45,14 @@ def configure_jax(*, cache_dir: str | os.PathLike | None = None) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-def create_app(model: DemoModel | None = None) -> dash.Dash:
+def create_app(model: DemoModel | None = None, *, host: str = "127.0.0.1") -> dash.Dash:
     """The demo page as a :class:`dash.Dash` app over ``model`` (a new one by default).
 
     The app serves its JavaScript from the installed packages, so it works offline. It
-    does not compile anything: call ``model.warm_up()`` for that.
+    does not compile anything: call ``model.warm_up()`` for that. Its server is guarded
+    (:mod:`._guard`): it answers requests for ``localhost``, ``127.0.0.1``, ``::1`` and
+    ``host`` (the interface it is served on) only, reads no body over 1 MiB, and answers a
+    malformed callback request with a 4xx.
     """
     model = DemoModel() if model is None else model
     app = dash.Dash(
@@ -59,6 +65,7 @@ def create_app(model: DemoModel | None = None) -> dash.Dash:
     )
     app.layout = build_layout()
     register_callbacks(app, model)
+    _guard.install(app.server, app.callback_map, _guard.HostCheck.for_bind(host))
     # Dash finishes its set-up on the first request, unguarded against concurrent ones:
     # make that first request here, before the server accepts any.
     app.server.test_client().get("/")
@@ -75,18 +82,54 @@ def _open_browser(url: str) -> None:
 def serve(
     host: str = "127.0.0.1", port: int = 8050, *, open_browser: bool = True, quiet: bool = True
 ) -> None:
-    """Start the demo: compile in the background, print the URL, open a browser, serve.
+    """Start the demo: bind, compile in the background, print the URL, open a browser, serve.
 
-    Blocks until interrupted. ``quiet`` silences the per-request log of the web server.
+    The port is bound before anything is compiled, so a taken port or a bad host fails at
+    once with :class:`~._guard.BindError`. Binding beyond localhost (``0.0.0.0``, ``::`` or
+    an address other machines reach) prints a warning and the URLs it is reachable at.
+    Blocks until interrupted (Ctrl+C), then returns; the warm-up thread may still be
+    compiling, so a caller that exits the process should do it with ``os._exit`` (JAX
+    aborts the interpreter's shutdown under a compile in flight). ``quiet`` silences the
+    per-request log of the web server.
+
+    Raises:
+        BindError: the host does not resolve, is not this machine's, or the port is taken.
     """
-    configure_jax()
-    model = DemoModel()
+    sock = _guard.bind_socket(host, port)
+    try:
+        configure_jax()
+        model = DemoModel()
+        app = create_app(model, host=host)
+        if quiet:
+            logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        # the server adopts the bound socket (a duplicate of it)
+        httpd = make_server(host, port, app.server, threaded=True, fd=sock.fileno())
+    finally:
+        sock.close()
     model.warm_up(background=True)
-    app = create_app(model)
-    if quiet:
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}/"
-    print(f"diffsim demo: serving on {url}  (Ctrl+C to stop)", flush=True)
+    url = _announce(host, port)
     if open_browser:
         threading.Timer(0.3, _open_browser, (url,)).start()
-    app.run(host=host, port=port, debug=False)
+    httpd.serve_forever()  # returns on Ctrl+C
+
+
+def _announce(host: str, port: int) -> str:
+    """Print where the page is served (and a warning beyond localhost); the URL for this
+    machine's browser."""
+    if host in _guard.WILDCARD_HOSTS:
+        local = f"http://{_guard.url_host('::1' if host == '::' else '127.0.0.1')}:{port}/"
+        where = ", ".join([local, *_guard.interface_urls(host, port)])
+        shown = f"http://{_guard.url_host(host or '0.0.0.0')}:{port}/ (every interface: {where})"
+    else:
+        local = shown = f"http://{_guard.url_host(host)}:{port}/"
+    print(f"diffsim demo: serving on {shown}  (Ctrl+C to stop)", flush=True)
+    if not _guard.is_local(host):
+        shown_host = host or "''"
+        print(
+            f"WARNING: --host {shown_host} serves the page beyond this machine: anyone who\n"
+            f"  can reach port {port} here can use it, without a password, and make this\n"
+            "  process compute. Use --host 127.0.0.1 (the default) to keep it local.",
+            file=sys.stderr,
+            flush=True,
+        )
+    return local

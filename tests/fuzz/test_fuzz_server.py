@@ -1,0 +1,150 @@
+"""Fuzz the page's server (issue 12, item 4): arbitrary bodies and headers against the real
+app through Flask's test client. Every answer is a 2xx or a 4xx, never a 5xx, and the app
+answers the page and a real request afterwards.
+
+Profiles: ``tests/fuzz/conftest.py`` (``DIFFSIM_FUZZ=long`` for many more cases).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+pytest.importorskip("dash")
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from diffsim.app import DemoModel, create_app
+from diffsim.app._guard import MAX_DEPTH, UPDATE_PATH
+
+_APP = create_app(DemoModel())
+_CLIENT = _APP.server.test_client()
+# each server-side callback as the page calls it: (output key, inputs, state, outputs, multi)
+_CALLBACKS = [
+    (
+        key,
+        [(s["id"], s["property"]) for s in spec["inputs"]],
+        [(s["id"], s["property"]) for s in spec["state"]],
+        [
+            (o.component_id, o.component_property)
+            for o in (spec["output"] if isinstance(spec["output"], list) else [spec["output"]])
+        ],
+        isinstance(spec["output"], list),
+    )
+    for key, spec in _APP.callback_map.items()
+    if "callback" in spec
+]
+_LIGHT = [c for c in _CALLBACKS if "v0-readout.children" in c[0] or "params-store" in c[0]]
+"""The callbacks whose values are fuzzed through to the model (one compiled simulation
+each); the heavy ones (estimators, doctor, Optimize) get fuzzed shapes, not values."""
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=10), inner, max_size=5)
+    ),
+    max_leaves=25,
+)
+_HOSTS = ["localhost", "127.0.0.1:8050", "[::1]:8050", "evil.example", "", "[::1", "a:b:c"]
+header_values = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40)
+headers = st.dictionaries(
+    st.sampled_from(
+        ["Host", "Content-Type", "Accept", "Cookie", "Origin", "Referer", "X-CSRFToken"]
+        + ["X-Forwarded-For", "X-Forwarded-Host", "Accept-Encoding", "X-Dash-Thing"]
+    ),
+    st.one_of(st.sampled_from(_HOSTS + ["application/json", "text/plain"]), header_values),
+    max_size=4,
+)
+
+
+def _request_for(callback, values: list[Any]) -> dict:
+    key, inputs, state, outputs, multi = callback
+    items = iter(values)
+    out = [{"id": i, "property": p} for i, p in outputs]
+    return {
+        "output": key,
+        "outputs": out if multi else out[0],
+        "inputs": [{"id": i, "property": p, "value": next(items, None)} for i, p in inputs],
+        "changedPropIds": [f"{inputs[0][0]}.{inputs[0][1]}"],
+        "state": [{"id": i, "property": p, "value": next(items, None)} for i, p in state],
+    }
+
+
+@st.composite
+def near_valid(draw) -> dict:
+    """A request the page could send, with fuzzed values, keys dropped or retyped."""
+    light = draw(st.booleans())
+    callback = draw(st.sampled_from(_LIGHT if light else _CALLBACKS))
+    values = draw(st.lists(json_values, max_size=6)) if light else []
+    body: dict[str, Any] = _request_for(callback, values)
+    for key in draw(st.lists(st.sampled_from(sorted(body)), max_size=2, unique=True)):
+        if draw(st.booleans()):
+            del body[key]
+        else:
+            body[key] = draw(json_values)
+    return body
+
+
+def _deep(depth: int, kind: str) -> str:
+    return ("[" * depth + "]" * depth) if kind == "list" else ('{"a":' * depth + "1" + "}" * depth)
+
+
+bodies = st.one_of(
+    json_values.map(lambda v: json.dumps(v)),  # arbitrary JSON, mostly not an object
+    near_valid().map(lambda v: json.dumps(v)),
+    st.builds(_deep, st.integers(MAX_DEPTH - 2, 20_000), st.sampled_from(["list", "dict"])),
+    st.binary(max_size=200),
+    st.text(max_size=200),
+)
+
+
+def _still_serving() -> None:
+    assert _CLIENT.get("/").status_code == 200
+    r = _CLIENT.post(UPDATE_PATH, json=_request_for(_LIGHT[0], [9.2, 8.0, None]))
+    assert r.status_code == 200, r.get_data(as_text=True)[:300]
+    readout = r.get_json()["response"]["v0-readout"]["children"]
+    assert readout == "v₀ = 9.20 m/s"
+
+
+def test_the_light_callback_is_the_v0_one():
+    assert _LIGHT[0][0].startswith("..v0-slider.value") and len(_LIGHT) == 2
+
+
+@given(body=bodies, hdrs=headers)
+def test_any_body_and_headers_get_a_2xx_or_4xx(body, hdrs):
+    hdrs = {"Content-Type": "application/json", **hdrs}
+    data = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
+    r = _CLIENT.post(UPDATE_PATH, data=data, headers=hdrs)
+    assert 200 <= r.status_code < 500, (r.status_code, r.get_data(as_text=True)[:300])
+    if r.status_code >= 400:
+        assert r.is_json and r.get_json()["error"]
+    _still_serving()
+
+
+@given(body=near_valid())
+def test_requests_the_page_could_send_get_a_2xx_or_4xx(body):
+    r = _CLIENT.post(UPDATE_PATH, data=json.dumps(body), content_type="application/json")
+    assert 200 <= r.status_code < 500, (r.status_code, r.get_data(as_text=True)[:300])
+    if r.status_code == 200:  # a well-formed request: answered, with finite numbers
+        payload = r.get_json()["response"]
+        store = payload.get("v0-store", {}).get("data")
+        if isinstance(store, dict) and "v0" in store:
+            assert math.isfinite(float(store["v0"]))
+    _still_serving()
+
+
+@given(path=st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=40))
+def test_any_get_path_gets_a_2xx_or_4xx(path):
+    r = _CLIENT.get("/" + path.lstrip("/"))
+    assert r.status_code < 500, r.status_code

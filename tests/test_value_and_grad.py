@@ -98,7 +98,8 @@ def test_batched_is_vmap_of_the_per_system_gradient():
     ("kwargs", "theta", "exc", "match"),
     [
         ({"mode": "sideways"}, jnp.ones(2), ValueError, "mode"),
-        ({}, jnp.arange(3), TypeError, "floating-point"),
+        ({}, jnp.asarray([1.0, jnp.nan]), ValueError, "theta"),
+        ({}, "abc", TypeError, "theta"),
         ({}, {}, ValueError, "at least one array"),
         ({"batched": True}, jnp.asarray(1.0), ValueError, "leading axis"),
         ({"batched": True}, {"a": jnp.ones(3), "b": jnp.ones(4)}, ValueError, "leading axis"),
@@ -107,3 +108,10 @@ def test_batched_is_vmap_of_the_per_system_gradient():
 def test_bad_input_is_named(kwargs, theta, exc, match):
     with pytest.raises(exc, match=match):
         diffsim.value_and_grad(lambda t: 0.0, theta, **kwargs)
+
+
+def test_integer_theta_is_promoted_to_float():
+    # issue 12: integer θ is promoted (as everywhere θ enters), not refused
+    res = diffsim.value_and_grad(lambda t: jnp.sum((t - 3.0) ** 2), jnp.arange(3))
+    assert jnp.issubdtype(res.grad.dtype, jnp.floating)
+    np.testing.assert_allclose(res.grad, [-6.0, -4.0, -2.0])

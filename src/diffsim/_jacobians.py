@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from ._checks import check_finite_tree
+from ._checks import as_arrays, as_used, is_concrete
 from ._rollout import call_step, check_step_output
 from ._rollout import prepare as _prepare
 from ._types import Inputs, Matrix, Params, State, StepJacobian
@@ -72,10 +72,13 @@ def step_jacobian(
         >>> A.tolist()
         [[1.0, 0.5], [0.0, 1.0]]
     """
-    check_finite_tree("state", state)
-    check_finite_tree("theta", theta)
-    state = jax.tree_util.tree_map(jnp.asarray, state)
-    theta = jax.tree_util.tree_map(jnp.asarray, theta)
+    if not callable(step):
+        raise TypeError(f"step must be callable, got {step!r}")
+    # differentiated: integer leaves become floats, as in rollout_jacobian
+    state = as_arrays("state", state, floating=True)
+    theta = as_arrays("theta", theta, floating=True)
+    if u is not None:
+        u = as_arrays("u", u)
     check_step_output(step, state, theta, u)
     return _step_jacobian_jit(step, state, theta, u)
 
@@ -218,7 +221,7 @@ def rollout_jacobian(
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    s0, theta, num_steps, inputs, u0 = _prepare(step, s0, theta, num_steps, inputs)
+    s0, theta, num_steps, inputs, u0 = _prepare(step, s0, theta, num_steps, inputs, floating=True)
     if method == "autodiff":
         return _autodiff_jit(step, s0, theta, inputs, num_steps)
     if method == "product":
@@ -268,10 +271,12 @@ def adjoint_vjp(
     Returns:
         ``(dL/ds0, dL/dtheta)`` as pytrees shaped like ``s0`` and ``theta``.
     """
-    s0, theta, num_steps, inputs, u0 = _prepare(step, s0, theta, num_steps, inputs)
-    check_finite_tree("cotangent", cotangent)
+    s0, theta, num_steps, inputs, u0 = _prepare(step, s0, theta, num_steps, inputs, floating=True)
+    cotangent = as_arrays("cotangent", cotangent, floating=True)
     lam_flat, _ = ravel_pytree(cotangent)
     s_flat, unravel_s = ravel_pytree(s0)
+    if is_concrete(lam_flat):  # in the state's dtype: 1e300 is inf in float32
+        as_used("cotangent", lam_flat, s_flat.dtype)
     _, unravel_p = ravel_pytree(theta)
     if lam_flat.shape != s_flat.shape:
         raise ValueError(

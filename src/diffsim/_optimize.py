@@ -8,10 +8,11 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jaxtyping import Array, PyTree
 
-from ._checks import check_finite_tree, check_int, check_positive
+from ._checks import as_arrays, as_used, check_int, check_key, check_positive, default_float
 from .estimators import Estimator, GradientEstimate
 
 Schedule = Callable[[Array], Array]
@@ -54,6 +55,15 @@ class OptimizeResult(eqx.Module):
     history: OptimizeHistory
 
 
+def _positive_in_loop(name: str, value: Any, dtype: Any) -> Array:
+    """A schedule's value at step k, refused inside the loop unless finite and > 0."""
+    value = jnp.asarray(value, dtype)
+    if value.shape != ():
+        raise ValueError(f"{name} must return a scalar for each step k, got shape {value.shape}")
+    bad = ~jnp.isfinite(value) | (value <= 0)
+    return eqx.error_if(value, bad, f"{name} must give values finite and > 0")
+
+
 @eqx.filter_jit
 def _optimize(
     loss, theta0, estimator, optimizer, steps, key, sigma_schedule, temp_schedule, callback
@@ -74,9 +84,12 @@ def _optimize(
         if sigma0 is not None:
             sigma = jnp.asarray(sigma0, dtype)
             if sigma_schedule is not None:
-                sigma = jnp.asarray(sigma_schedule(k), dtype)
+                sigma = _positive_in_loop("sigma_schedule", sigma_schedule(k), dtype)
                 est = estimator.with_sigma(sigma)
-        temp = jnp.asarray(jnp.nan if temp_schedule is None else temp_schedule(k), dtype)
+        if temp_schedule is None:
+            temp = jnp.asarray(jnp.nan, dtype)
+        else:
+            temp = _positive_in_loop("temperature_schedule", temp_schedule(k), dtype)
         loss_k = loss_at(temp)
         r = est(loss_k, theta, step_key)
         updates, opt_state = optimizer.update(r.estimate, opt_state, theta)
@@ -90,7 +103,10 @@ def _optimize(
     init = (theta0, optimizer.init(theta0), jnp.zeros((), jnp.int32))
     xs = (jnp.arange(steps), jax.random.split(key, steps))
     (theta, _, evals), rec = jax.lax.scan(body, init, xs)
-    final_temp = jnp.asarray(jnp.nan if temp_schedule is None else temp_schedule(steps), dtype)
+    if temp_schedule is None:
+        final_temp = jnp.asarray(jnp.nan, dtype)
+    else:
+        final_temp = _positive_in_loop("temperature_schedule", temp_schedule(steps), dtype)
     history = OptimizeHistory(*rec)
     return OptimizeResult(theta, jnp.asarray(loss_at(final_temp)(theta), dtype), evals, history)
 
@@ -137,9 +153,14 @@ def optimize(
         :class:`OptimizeResult` with the final θ, its loss, the evaluations used and the
         per-step :class:`OptimizeHistory`.
 
+    Integer leaves of ``theta0`` are promoted to the default float dtype.
+
     Raises:
-        ValueError / TypeError: ``steps < 1``, non-finite ``theta0``, ``estimator`` not an
-            :class:`Estimator`, ``loss`` not callable.
+        ValueError / TypeError: ``steps < 1``; ``theta0`` non-finite (in its dtype: ``1e300``
+            is refused in float32) or not numbers; ``estimator`` not an :class:`Estimator`;
+            ``loss`` not callable; ``key`` not a PRNG key; ``optimizer`` not an Optax
+            ``GradientTransformation``; a schedule that is not callable or gives a value
+            that is not a finite scalar > 0 (σ_k, τ_k).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -152,24 +173,99 @@ def optimize(
         (3.0, 200)
     """
     steps = check_int("steps", steps, minimum=1)
-    check_finite_tree("theta0", theta0)
-    if not isinstance(estimator, Estimator):
-        raise TypeError(f"estimator must be a diffsim.estimators.Estimator, got {estimator!r}")
     if not callable(loss):
         raise TypeError(f"loss must be callable, got {loss!r}")
+    if not isinstance(estimator, Estimator):
+        raise TypeError(f"estimator must be a diffsim.estimators.Estimator, got {estimator!r}")
+    # θ as the loop carries it: checked in its dtype, integer leaves promoted to floats
+    # (an int32 θ would swallow every update: optimize(loss, 0, ...) never moved)
+    theta0 = as_arrays("theta0", theta0, floating=True)
+    check_key("key", key)
+    optimizer = _check_optimizer(optimizer)
+    for name, fn in (
+        ("sigma_schedule", sigma_schedule),
+        ("temperature_schedule", temperature_schedule),
+        ("callback", callback),
+    ):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be callable (or None), got {fn!r}")
+    if sigma_schedule is not None and estimator.smoothing_scale() is not None:
+        _check_schedule("sigma_schedule", sigma_schedule, steps, estimator.smoothing_scale())
+    if temperature_schedule is not None:
+        _check_schedule("temperature_schedule", temperature_schedule, steps + 1, None)
+    try:
+        return _optimize(
+            loss,
+            theta0,
+            estimator,
+            optimizer,
+            steps,
+            key,
+            sigma_schedule,
+            temperature_schedule,
+            callback,
+        )
+    except eqx.EquinoxRuntimeError as err:  # a schedule value refused inside the loop
+        for name in ("sigma_schedule", "temperature_schedule"):
+            if name in str(err):
+                raise ValueError(
+                    f"{name} must give values finite and > 0 (a value that was not stopped "
+                    "the optimisation loop)"
+                ) from None
+        raise
+
+
+def _check_optimizer(optimizer: Any) -> optax.GradientTransformation:
+    """The optimizer, or ``TypeError`` naming ``optimizer`` and what is accepted."""
     if optimizer is None:
-        optimizer = optax.adam(0.05)
-    return _optimize(
-        loss,
-        theta0,
-        estimator,
-        optimizer,
-        steps,
-        key,
-        sigma_schedule,
-        temperature_schedule,
-        callback,
-    )
+        return optax.adam(0.05)
+    init = getattr(optimizer, "init", None)
+    update = getattr(optimizer, "update", None)
+    if isinstance(optimizer, str) or not (callable(init) and callable(update)):
+        hint = (
+            f" (for the optimizer named {optimizer!r} pass optax.{optimizer}(learning_rate))"
+            if isinstance(optimizer, str) and callable(getattr(optax, optimizer, None))
+            else ""
+        )
+        raise TypeError(
+            "optimizer must be an optax.GradientTransformation (e.g. optax.adam(0.05), "
+            f"optax.sgd(0.1)) or None for optax.adam(0.05), got {optimizer!r}{hint}"
+        )
+    return optimizer
+
+
+def _check_schedule(name: str, schedule: Schedule, length: int, like: Any) -> None:
+    """Evaluate ``schedule`` at k = 0..length-1 (vectorised, outside the loop) and refuse
+    values that are not finite and > 0 in the dtype the loop uses, or not scalars (``like``:
+    the estimator's σ, whose shape the values must have). A schedule that cannot be
+    evaluated on an array of steps is checked inside the loop instead."""
+    dtype = default_float()
+    try:
+        values = jax.vmap(lambda k: jnp.asarray(schedule(k)))(jnp.arange(length))
+    except TypeError as err:
+        if "not callable" in str(err) or "positional argument" in str(err):
+            raise TypeError(f"{name} must be a callable k -> value: {err}") from None
+        return  # not vmappable (Python control flow on k): checked in the loop
+    except Exception:
+        return
+    if values.shape[1:] != ():
+        raise ValueError(
+            f"{name} must return a scalar for each step k (one value for every component of "
+            f"theta), got shape {values.shape[1:]}"
+        )
+    if not jnp.issubdtype(values.dtype, jnp.number) or jnp.issubdtype(
+        values.dtype, jnp.complexfloating
+    ):
+        raise TypeError(f"{name} must return real numbers, got dtype {values.dtype}")
+    arr = np.asarray(values)
+    bad = ~np.isfinite(arr) | ~(arr > 0)
+    if not bad.any():
+        bad = ~(as_used(name, arr, dtype) > 0)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise ValueError(
+            f"{name} must give values finite and > 0, got {float(arr[k])!r} at step k={k}"
+        )
 
 
 def cosine_anneal(start: float, end: float, num_steps: int, fraction: float = 1.0) -> Schedule:

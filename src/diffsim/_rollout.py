@@ -9,8 +9,9 @@ from typing import Any, Literal
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ._checks import check_finite_tree, check_int, check_same_structure
+from ._checks import as_arrays, check_int, check_same_structure, is_concrete, warn_once
 from ._coords import stack_last, unstack
 from ._types import Inputs, Params, State
 
@@ -45,10 +46,11 @@ def checkpoint_segments(num_steps: int, checkpoint: Checkpoint) -> tuple[int, ..
             f"checkpoint must be None, a positive int, a sequence of positive ints, "
             f"'sqrt' or 'recursive', got {checkpoint!r}"
         )
-    if isinstance(checkpoint, (int,)) and not isinstance(checkpoint, bool):
+    if isinstance(checkpoint, int | np.integer) and not isinstance(checkpoint, bool):
         return (check_int("checkpoint", checkpoint, minimum=1),)
     if isinstance(checkpoint, Sequence):
-        return tuple(check_int("checkpoint[i]", int(k), minimum=1) for k in checkpoint)
+        # no int(k): checkpoint=[2.7] is refused, not silently truncated to 2
+        return tuple(check_int(f"checkpoint[{i}]", k, minimum=1) for i, k in enumerate(checkpoint))
     raise TypeError(
         f"checkpoint must be None, a positive int, a sequence of positive ints, "
         f"'sqrt' or 'recursive', got {checkpoint!r}"
@@ -220,7 +222,7 @@ def rollout(
     )
 
 
-def prepare(step, s0, theta, num_steps, inputs, *, check: bool = True):
+def prepare(step, s0, theta, num_steps, inputs, *, check: bool = True, floating: bool = False):
     """Validate and normalise the arguments every rollout-based entry point takes.
 
     Returns ``(s0, theta, num_steps, inputs, u0)`` with arrays for leaves, ``s0`` cast to the
@@ -231,16 +233,18 @@ def prepare(step, s0, theta, num_steps, inputs, *, check: bool = True):
     if not callable(step):
         raise TypeError(f"step must be callable, got {step!r}")
     num_steps = check_int("num_steps", num_steps, minimum=1)
-    check_finite_tree("s0", s0)
-    check_finite_tree("theta", theta)
+    # checked as the computation uses them: converted to their JAX dtypes first (1e300 is
+    # refused in float32); with ``floating`` (the Jacobian routes differentiate them),
+    # integer leaves become floats
+    s0 = as_arrays("s0", s0, floating=floating)
+    theta = as_arrays("theta", theta, floating=floating)
     # a strong dtype for the state: weakly typed leaves (from Python numbers) would give the
     # compiled loop another cache key than the same values as arrays
     s0 = jax.tree_util.tree_map(lambda a: jnp.asarray(a, jnp.result_type(a)), s0)
-    theta = jax.tree_util.tree_map(jnp.asarray, theta)
+    warn_time_resolution(step, num_steps, s0)
     u0 = None
     if inputs is not None:
-        inputs = jax.tree_util.tree_map(jnp.asarray, inputs)
-        check_finite_tree("inputs", inputs)
+        inputs = as_arrays("inputs", inputs)
         for leaf in jax.tree_util.tree_leaves(inputs):
             if leaf.ndim == 0 or leaf.shape[0] != num_steps:
                 raise ValueError(
@@ -251,6 +255,40 @@ def prepare(step, s0, theta, num_steps, inputs, *, check: bool = True):
     if check:
         s0 = check_step_output(step, s0, theta, u0)
     return s0, theta, num_steps, inputs, u0
+
+
+TIME_RESOLUTION = 0.5
+""":func:`warn_time_resolution` warns when one step ``h`` is below this fraction of the
+float spacing at the rollout's end time ``T·h``: time stamps ``k·h`` no longer resolve
+consecutive steps."""
+
+
+def warn_time_resolution(step: Any, num_steps: int, s0: State) -> None:
+    """Warn once when the rollout's dtype cannot resolve its own horizon.
+
+    For a step with a concrete step size ``h`` (every diffsim integrator and contact step)
+    and a floating state of dtype ``d``: when ``h < TIME_RESOLUTION · spacing_d(T·h)``,
+    times ``t_k = k·h`` near the end of the rollout round to the same ``d`` number (in
+    float32 from about 8 million steps), so anything that accumulates time or needs the
+    horizon to step precision does not get what was asked for.
+    """
+    h = getattr(step, "h", None)
+    if h is None or not is_concrete(h) or np.ndim(h) != 0:
+        return
+    leaves = [a for a in jax.tree_util.tree_leaves(s0) if jnp.issubdtype(a.dtype, jnp.floating)]
+    if not leaves:
+        return
+    dtype = np.dtype(min((a.dtype for a in leaves), key=lambda d: np.dtype(d).itemsize))
+    h = float(h)
+    end = dtype.type(num_steps * h)
+    if not np.isfinite(end) or h < TIME_RESOLUTION * float(np.spacing(np.abs(end))):
+        warn_once(
+            f"time:{dtype}",
+            f"num_steps={num_steps} with h={h:g}: {dtype} cannot resolve one step at the end "
+            f"time T·h = {num_steps * h:g} (spacing {float(np.spacing(np.abs(end))):.3g}); "
+            f"times near the end of the rollout round together. Use float64 "
+            f"(jax.config.update('jax_enable_x64', True)) or fewer, longer steps.",
+        )
 
 
 def check_step_output(step: Callable[..., State], s0: State, theta: Params, u0: Any) -> State:

@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_in_range, check_int, check_positive, is_concrete
+from .._checks import check_finite, check_in_range, check_int, check_positive, is_concrete
 from .._coords import Coords, along, dot
 from ..integrators.base import CoordinateAcceleration, Integrator, _unpack
 
@@ -73,9 +73,14 @@ def impact_fraction(gap0, gap1):
     r"""Fraction :math:`s^* = g_0 / (g_0 - g_1) \in [0, 1]` of the step at which the linearly
     interpolated gap :math:`g(s) = g_0 + s (g_1 - g_0)` reaches zero.
 
-    Safe at :math:`g_0 = g_1` (value 0, finite gradient): the double-where pattern.
+    Safe at :math:`g_0 = g_1` (value 0, finite gradient): the double-where pattern. At the
+    ends of the interval (an impact exactly on a step boundary, :math:`s^* = 0` or 1) the
+    gradient is the full one of :math:`g_0/(g_0 - g_1)`: ``jnp.clip`` would halve it there
+    (its ``max``/``min`` split a tie's gradient), which made the impact time's derivative
+    half the truth (issue 12).
     """
-    return jnp.clip(safe_div(gap0, gap0 - gap1), 0.0, 1.0)
+    s = safe_div(gap0, gap0 - gap1)
+    return jnp.where(s < 0.0, 0.0, jnp.where(s > 1.0, 1.0, s))
 
 
 def _static_normal(normal: Any) -> tuple[float, ...]:
@@ -107,7 +112,7 @@ def _weights_for(vector: tuple[float, ...], c: Coords, what: str) -> tuple[float
 
 
 def _optional_array(value: Any) -> Any:
-    return None if value is None else jnp.asarray(value)
+    return None if value is None else check_finite("extent bound", value)
 
 
 class Extent(eqx.Module):
@@ -189,7 +194,7 @@ class Plane(eqx.Module):
     """
 
     normal: tuple[float, ...] = eqx.field(static=True, converter=_static_normal, default=1.0)
-    offset: Any = eqx.field(converter=jnp.asarray, default=0.0)
+    offset: Any = eqx.field(converter=lambda c: check_finite("offset", c), default=0.0)
     extent: tuple[Extent, ...] = eqx.field(
         converter=lambda e: e if isinstance(e, tuple) else (e,), default=()
     )
@@ -340,11 +345,15 @@ def crossing(plane: Plane, x0: Coords, x1: Coords, *, within_extent: bool = True
     On a thin plane ``crossed`` also requires ``x_c`` to lie within the extent (closed
     bounds); ``within_extent=False`` drops that test (the smoothed thin contacts weigh it
     instead, :func:`edge_weights`).
+
+    A step that ends exactly on the plane (:math:`g_1 = 0`, moving towards it) has crossed
+    it, at ``s = 1``: the impact is resolved in the step where it happens, not left to the
+    next one (a step that stays on the plane, :math:`g_0 = g_1 = 0`, has not).
     """
     g0, g1 = plane.gap(x0), plane.gap(x1)
     s = impact_fraction(g0, g1)
     x_c = x0 + s * (x1 - x0)
-    crossed = (g0 >= 0) & (g1 < 0)
+    crossed = (g0 >= 0) & (g1 <= 0) & (g1 < g0)
     if plane.thin and within_extent:
         crossed = crossed & plane.within(x_c)
     return crossed, s, x_c

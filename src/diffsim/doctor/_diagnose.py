@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -46,8 +45,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_int, check_positive
-from .._rollout import rollout
+from .._checks import as_arrays, check_in_range, check_int, check_key, check_positive
+from .._rollout import prepare, rollout
 from .._types import Inputs
 from ..estimators.base import flatten_loss
 from ._measure import Measurements, horizon_growth, measure, sensitivity_profile
@@ -137,11 +136,26 @@ def check_grad(
         >>> check_grad(lambda t: jnp.sin(t["a"]) * t["b"], {"a": 0.3, "b": 2.0}).ok
         True
     """
-    steps_arr = np.asarray(steps, dtype=float)
-    if steps_arr.ndim != 1 or steps_arr.size == 0 or not np.all(steps_arr > 0):
+    if not callable(loss):
+        raise TypeError(f"loss must be a callable L(theta) -> scalar, got {loss!r}")
+    # checked (and integers promoted) before the jit, where θ is only a tracer
+    theta = as_arrays("theta", theta, floating=True)
+    try:
+        steps_arr = np.asarray(steps, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"steps must be a non-empty sequence of numbers > 0, got {steps!r}"
+        ) from None
+    if (
+        steps_arr.ndim != 1
+        or steps_arr.size == 0
+        or not np.all(np.isfinite(steps_arr))
+        or not np.all(steps_arr > 0)
+    ):
         raise ValueError(f"steps must be a non-empty sequence of numbers > 0, got {steps!r}")
-    if atol < 0 or not math.isfinite(atol):
-        raise ValueError(f"atol must be finite and >= 0, got {atol}")
+    check_in_range("atol", atol, 0.0, float("inf"))
+    if rtol is not None:
+        check_in_range("rtol", rtol, 0.0, float("inf"))
     g, fd, deltas = _check_grad_jit(loss, theta, jnp.asarray(steps_arr))
     g, fd, deltas = np.asarray(g), np.asarray(fd), np.asarray(deltas)
     if rtol is None:
@@ -258,12 +272,34 @@ def _measure_checked(
     stiffness_ratio, stiffness_kurtosis,
 ) -> tuple[Measurements, Thresholds]:  # fmt: skip
     """:func:`diagnose`'s argument checks, then its measurements and thresholds."""
+    if not callable(loss):
+        raise TypeError(f"loss must be a callable L(theta) -> scalar, got {loss!r}")
+    # θ first, named, in the dtype the computation uses: the default σ is derived from it
+    # (θ = 1e300 in float32 used to be reported as a bad σ)
+    theta = as_arrays("theta", theta, floating=True)
+    check_key("key", key)
+    if sigma is not None:
+        if isinstance(sigma, bool) or np.ndim(sigma) != 0:
+            raise ValueError(
+                f"sigma must be one number > 0 (the same σ for every component of theta), "
+                f"got {sigma!r}"
+            )
+        check_positive("sigma", sigma)
     num_samples = check_int("num_samples", num_samples, minimum=16)
     num_directions = check_int("num_directions", num_directions, minimum=1)
-    steps = np.asarray(rel_steps, dtype=float)
-    if steps.ndim != 1 or steps.size < 3 or not np.all(steps > 0) or np.any(np.diff(steps) >= 0):
+    try:
+        steps = np.asarray(rel_steps, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"rel_steps must be numbers > 0, got {rel_steps!r}") from None
+    if (
+        not np.all(np.isfinite(steps))
+        or steps.ndim != 1
+        or steps.size < 3
+        or not np.all(steps > 0)
+        or np.any(np.diff(steps) >= 0)
+    ):
         raise ValueError(
-            f"rel_steps must be >= 3 strictly decreasing numbers > 0, got {tuple(rel_steps)!r}"
+            f"rel_steps must be >= 3 strictly decreasing numbers > 0, got {rel_steps!r}"
         )
     for name, v in (
         ("z_threshold", z_threshold),
@@ -397,6 +433,8 @@ def diagnose_rollout(
         ('chaos',)
     """
     num_steps = check_int("num_steps", num_steps, minimum=8)
+    # the rollout's arguments, named as the user passed them (a bad s0 is "s0", not "theta")
+    s0, theta, num_steps, inputs, _ = prepare(step, s0, theta, num_steps, inputs, floating=True)
     if wrt not in ("theta", "s0"):
         raise ValueError(f"wrt must be 'theta' or 's0', got {wrt!r}")
     if (

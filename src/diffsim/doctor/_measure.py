@@ -229,7 +229,7 @@ def measure(
     _, x, _ = flatten_loss(loss, theta)
     if sigma is None:
         sigma = 0.05 * max(1.0, float(jnp.max(jnp.abs(x))))
-    check_positive("sigma", sigma)
+    check_positive("sigma", sigma, x.dtype)  # in the dtype the samples use
     sigma = float(sigma)
     n, d = num_samples, x.shape[0]
     raw = _sample(

@@ -10,8 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from .._checks import check_finite_tree
-from ._common import positive_field, samples_field
+from ._common import call_args, positive_field, samples_field, warn_resolution
 from .base import (
     ANTITHETIC,
     NUM_SAMPLES,
@@ -155,7 +154,8 @@ class AlphaOrder(SmoothingEstimator):
             raise ValueError(f"delta must be a failure probability in (0, 1), got {d!r}")
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
-        check_finite_tree("theta", theta)
+        theta = call_args(theta, key, randomized=True)
+        warn_resolution("sigma", self.sigma, theta)
         return _alpha(
             loss,
             theta,

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, PyTree
 
-from .._checks import check_finite_tree
+from .._checks import as_arrays
 
 Loss = Callable[[Any], Any]
 """A scalar loss ``L(θ)``: a pure JAX function of a pytree θ returning a scalar."""
@@ -188,11 +188,10 @@ def flatten_loss(loss: Loss, theta: Any) -> tuple[Callable[[Array], Array], Arra
     """
     if not callable(loss):
         raise TypeError(f"loss must be a callable L(theta) -> scalar, got {loss!r}")
-    check_finite_tree("theta", theta)
-    theta = jax.tree_util.tree_map(jnp.asarray, theta)
+    # converted first, then checked in the dtype the computation uses (1e300 is refused in
+    # float32, naming theta); integer and boolean leaves promoted to floats
+    theta = as_arrays("theta", theta, floating=True)
     x, unravel = ravel_pytree(theta)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(jnp.result_type(float))
 
     def f(y: Array) -> Array:
         return jnp.asarray(loss(unravel(y))).astype(y.dtype)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._checks import check_finite_tree
+from ._common import call_args
 from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result
 
 
@@ -39,5 +39,4 @@ class Exact(Estimator):
     summary = "∇L(θ) by autodiff: what a naive differentiable simulator returns"
 
     def __call__(self, loss: Loss, theta: Any, key: Array | None = None) -> GradientEstimate:
-        check_finite_tree("theta", theta)
-        return _exact(loss, theta)
+        return _exact(loss, call_args(theta, key, randomized=False))

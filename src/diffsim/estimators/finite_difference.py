@@ -9,8 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._checks import check_finite_tree
-from ._common import positive_field
+from ._common import call_args, positive_field, warn_resolution
 from .base import Estimator, GradientEstimate, Loss, Option, flatten_loss, make_result
 
 
@@ -51,5 +50,6 @@ class FiniteDifference(Estimator):
     step: Array = eqx.field(converter=lambda v: positive_field("step", v), default=1e-3)
 
     def __call__(self, loss: Loss, theta: Any, key: Array | None = None) -> GradientEstimate:
-        check_finite_tree("theta", theta)
+        theta = call_args(theta, key, randomized=False)
+        warn_resolution("step", self.step, theta)
         return _central(loss, theta, self.step)

@@ -9,8 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._checks import check_finite_tree
-from ._common import positive_field, samples_field
+from ._common import call_args, positive_field, samples_field, warn_resolution
 from .base import (
     NUM_SAMPLES,
     SIGMA,
@@ -81,5 +80,6 @@ class FirstOrder(SmoothingEstimator):
         samples_field("num_samples", self.num_samples)
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
-        check_finite_tree("theta", theta)
+        theta = call_args(theta, key, randomized=True)
+        warn_resolution("sigma", self.sigma, theta)
         return _first(loss, theta, key, self.sigma, self.num_samples)

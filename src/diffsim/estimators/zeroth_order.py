@@ -9,8 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._checks import check_finite_tree
-from ._common import positive_field, samples_field
+from ._common import call_args, positive_field, samples_field, warn_resolution
 from .base import (
     ANTITHETIC,
     NUM_SAMPLES,
@@ -99,5 +98,6 @@ class ZerothOrder(SmoothingEstimator):
             )
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
-        check_finite_tree("theta", theta)
+        theta = call_args(theta, key, randomized=True)
+        warn_resolution("sigma", self.sigma, theta)
         return _zeroth(loss, theta, key, self.sigma, self.num_samples, self.antithetic)

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from .._checks import check_positive
+from .._checks import as_arrays, check_positive
 from .._coords import Coords
 from .._types import Matrix, Params
 
@@ -30,6 +30,9 @@ AccelerationJacobian = Callable[..., tuple[Matrix, Matrix, Matrix]]
 
 
 def _as_array(h):
+    # checked before the conversion, in the dtype it converts to: h=1e-50 would become 0
+    # in float32 (and 1e300 inf), which the check after it could only report as 0 or inf
+    check_positive("h", h)
     return jnp.asarray(h)
 
 
@@ -209,7 +212,9 @@ def _unpack(state):
             f"state must be a pair (x, v) of arrays (or pytrees) of equal shape, "
             f"got {type(state).__name__}"
         )
-    x, v = (jax.tree_util.tree_map(jnp.asarray, a) for a in state)
+    # a concrete state (a step called directly, not inside a rollout's trace) is checked as
+    # the step computes with it: numeric and finite in its dtype, named state[0] / state[1]
+    x, v = (as_arrays(f"state[{i}]", a) for i, a in enumerate(state))
     sx = jax.tree_util.tree_map(jnp.shape, x)
     sv = jax.tree_util.tree_map(jnp.shape, v)
     if jax.tree_util.tree_structure(x) != jax.tree_util.tree_structure(v) or sx != sv:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import check_float, check_in_range, check_int, check_positive
+from .._checks import check_finite, check_float, check_in_range, check_int, check_positive
 from .._rollout import rollout
 from ..contact import Plane, Restitution, WithContact
 from ..integrators import Integrator, SemiImplicitEuler
@@ -121,6 +121,8 @@ def bouncing_ball_final_state(
     check_in_range("e", e, 0.0, 1.0)
     check_in_range("g", g, 0.0, float("inf"))
     check_int("num_steps", num_steps)
+    check_finite("y0", y0)  # named here: the rollout would only know them as s0[0], s0[1]
+    check_finite("vy0", vy0)
     step = bouncing_ball_step(h, toi=toi, smoothing=smoothing)
     s0 = (
         jnp.asarray(y0, jnp.result_type(y0, float)),
@@ -133,6 +135,10 @@ def bouncing_ball_final_state(
 def bouncing_ball_final_state_jacobian(y0, vy0, e, g=0.0, **kwargs):
     """Autodiff derivatives of ``(y_T, vy_T)``: a dict with keys ``dy_dy0``, ``dy_dvy0``,
     ``dy_de``, ``dvy_dy0``, ``dvy_dvy0``, ``dvy_de`` (forward mode through the rollout)."""
+    check_finite("y0", y0)  # checked before jacfwd turns them into tracers
+    check_finite("vy0", vy0)
+    check_in_range("e", e, 0.0, 1.0)
+    check_in_range("g", g, 0.0, float("inf"))
     f = lambda a, b, c: jnp.stack(bouncing_ball_final_state(a, b, c, g, **kwargs))  # noqa: E731
     dtype = jnp.result_type(y0, vy0, e, float)
     args = [jnp.asarray(a, dtype) for a in (y0, vy0, e)]

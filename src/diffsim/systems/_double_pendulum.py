@@ -15,9 +15,12 @@ exponentially with the horizon, so first-order gradients of long rollouts are us
 
 from __future__ import annotations
 
-import jax.numpy as jnp
+from typing import Any
 
-from .._checks import check_positive
+import jax.numpy as jnp
+import numpy as np
+
+from .._checks import check_finite, check_positive
 from ..integrators import RK4, Integrator
 from .base import System
 
@@ -63,5 +66,15 @@ def double_pendulum(
     """
     check_positive("h", h)
     step = integrator(_accel, h=h)
-    s0 = (jnp.asarray(angles0, dtype=float), jnp.asarray(rates0, dtype=float))
-    return System("double_pendulum", step, s0, {"g": jnp.asarray(g)})
+    s0 = tuple(
+        jnp.asarray(_pair(name, value), dtype=float)
+        for name, value in (("angles0", angles0), ("rates0", rates0))
+    )
+    return System("double_pendulum", step, s0, {"g": check_finite("g", g)})
+
+
+def _pair(name: str, value: Any) -> Any:
+    """Two finite numbers (the two links), checked in the float dtype the state uses."""
+    if np.shape(value) != (2,):
+        raise ValueError(f"{name} must be two numbers (one per link), got {value!r}")
+    return check_finite(name, value)

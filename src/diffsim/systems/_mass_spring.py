@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .._checks import check_finite_tree, check_int, check_positive
+from .._checks import check_finite, check_finite_tree, check_int, check_positive
 from .._rollout import rollout
 from ..integrators import Integrator, SemiImplicitEuler
 from .base import System
@@ -61,13 +61,19 @@ def mass_spring(
     """
     n = check_int("n", n)
     check_positive("h", h)
-    m = jnp.asarray(masses) if masses is not None else 1.0 + 0.5 * jnp.arange(n)
-    k = jnp.asarray(stiffnesses) if stiffnesses is not None else 20.0 + 10.0 * jnp.arange(n)
+    m = check_finite("masses", masses) if masses is not None else 1.0 + 0.5 * jnp.arange(n)
+    k = (
+        check_finite("stiffnesses", stiffnesses)
+        if stiffnesses is not None
+        else 20.0 + 10.0 * jnp.arange(n)
+    )
     if m.shape != (n,) or k.shape != (n,):
         raise ValueError(f"masses and stiffnesses must have shape ({n},), got {m.shape}, {k.shape}")
     check_positive("masses", m)
     check_positive("stiffnesses", k)
-    x = jnp.zeros(n).at[0].set(0.1) if x0 is None else jnp.asarray(x0)
+    x = jnp.zeros(n).at[0].set(0.1) if x0 is None else check_finite("x0", x0)
+    if x.shape != (n,):
+        raise ValueError(f"x0 must have shape ({n},), got {x.shape}")
     s0 = (x, jnp.zeros_like(x))
     return System(
         "mass_spring",

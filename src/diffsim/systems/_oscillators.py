@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .._checks import check_positive
+from .._checks import check_finite, check_positive
 from ..integrators import Integrator, SemiImplicitEuler
 from .base import System
 
@@ -36,8 +36,12 @@ def pendulum(
     """
     check_positive("h", h)
     step = integrator(_pendulum_accel, h=h, accel_jacobian=_pendulum_accel_jacobian)
-    theta = {"g_over_l": jnp.asarray(g_over_l), "damping": jnp.asarray(damping)}
-    return System("pendulum", step, (jnp.asarray(angle0), jnp.asarray(omega0)), theta)
+    theta = {
+        "g_over_l": check_finite("g_over_l", g_over_l),
+        "damping": check_finite("damping", damping),
+    }
+    s0 = (check_finite("angle0", angle0), check_finite("omega0", omega0))
+    return System("pendulum", step, s0, theta)
 
 
 def pendulum_energy(state, theta):
@@ -76,14 +80,16 @@ def nonlinear_spring(
 ) -> System:
     r"""A mass on a hardening (Duffing) spring: :math:`m\ddot x = -k x - k_3 x^3 - c\dot x`."""
     check_positive("h", h)
+    check_positive("m", m)  # the acceleration divides by m
     step = integrator(_duffing_accel, h=h, accel_jacobian=_duffing_accel_jacobian)
     theta = {
-        "m": jnp.asarray(m),
-        "k": jnp.asarray(k),
-        "k3": jnp.asarray(k3),
-        "c": jnp.asarray(c),
+        "m": check_finite("m", m),
+        "k": check_finite("k", k),
+        "k3": check_finite("k3", k3),
+        "c": check_finite("c", c),
     }
-    return System("nonlinear_spring", step, (jnp.asarray(x0), jnp.asarray(v0)), theta)
+    s0 = (check_finite("x0", x0), check_finite("v0", v0))
+    return System("nonlinear_spring", step, s0, theta)
 
 
 def harmonic_oscillator(
@@ -100,6 +106,6 @@ def harmonic_oscillator(
     return System(
         "harmonic_oscillator",
         step,
-        (jnp.asarray(x0), jnp.asarray(v0)),
-        {"omega": jnp.asarray(omega)},
+        (check_finite("x0", x0), check_finite("v0", v0)),
+        {"omega": check_finite("omega", omega)},
     )

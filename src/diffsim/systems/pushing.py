@@ -36,7 +36,7 @@ import dataclasses
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._checks import check_int, check_positive
+from .._checks import check_finite, check_float, check_in_range, check_int, check_positive
 from .._rollout import rollout
 from ..contact import PenaltySpring, Plane, WithContact
 from ..integrators import SemiImplicitEuler
@@ -76,6 +76,7 @@ def push_step(*, h: float = H, mass: float = MASS, damping: float = DAMPING) -> 
     """
     check_positive("h", h)
     check_positive("mass", mass)
+    check_in_range("damping", damping, 0.0, float("inf"))
     contact = PenaltySpring(Plane((-1.0, 1.0), 0.0), k="k", mass=mass, kinematic=(0,))
     drive = _Drive(float(h), float(mass), float(damping))
     return WithContact(SemiImplicitEuler(drive, h=h), contact)
@@ -102,7 +103,14 @@ def push_loss(
         h: time step (s).
     """
     check_positive("k", k)
-    u = jnp.asarray(u)
+    check_positive("h", h)
+    u = check_finite("u", u)
+    if u.ndim != 1 or u.shape[0] < 1:
+        raise ValueError(
+            f"u must have shape (T,) with T >= 1 (one velocity per step), got {u.shape}"
+        )
+    check_finite("target", target)
+    check_finite("effort", effort)
     x_T, _ = rollout(
         push_step(h=h),
         initial_state(u.dtype),
@@ -117,4 +125,5 @@ def push_loss(
 def initial_controls(num_steps: int = NUM_STEPS, speed: float = 0.0) -> Array:
     """Constant pusher velocity on every step (the start of the trajectory optimisation)."""
     num_steps = check_int("num_steps", num_steps, minimum=1)
+    speed = check_float("speed", speed)
     return jnp.full((num_steps,), speed, dtype=jnp.result_type(float))

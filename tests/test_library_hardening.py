@@ -1,0 +1,315 @@
+"""Never a silently wrong number (issue 12): the library's share.
+
+One regression test per finding, each an example of a class fixed at its root:
+values are validated as the computation uses them (after the dtype conversion, with the
+dtype's limits), θ is promoted to float wherever it enters, and messages name the user's
+argument. Float32 behaviour is tested under ``jax.enable_x64(False)`` (the suite runs in
+float64).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any, cast
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import diffsim
+from diffsim import _checks
+from diffsim._rollout import warn_time_resolution
+from diffsim.contact import Plane, Restitution, StopDead, WithContact
+from diffsim.estimators import ESTIMATORS, Exact, FiniteDifference, ZerothOrder, make_estimator
+from diffsim.integrators import SemiImplicitEuler
+from diffsim.systems import _bouncing_ball as bb
+
+KEY = jax.random.PRNGKey(0)
+
+
+def quad(t):
+    return jnp.sum((t - 3.0) ** 2)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_warnings():
+    _checks._WARNED.clear()
+    yield
+    _checks._WARNED.clear()
+
+
+# --- 1. checked before the cast, wrong after it ------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_theta_that_overflows_float32_is_refused_naming_theta(name):
+    with jax.enable_x64(False):
+        with pytest.raises(ValueError, match=r"theta must be finite in float32"):
+            make_estimator(name)(quad, 1e300, KEY)
+
+
+def test_exact_finding_float32():
+    with jax.enable_x64(False):
+        with pytest.raises(ValueError, match="theta"):
+            Exact()(lambda t: (t - 3.0) ** 2, 1e300, KEY)
+        # a value float32 holds still works
+        r = Exact()(lambda t: (t - 3.0) ** 2, 1e30, KEY)
+        assert np.isfinite(r.estimate) and r.estimate.dtype == jnp.float32
+
+
+def test_step_size_that_underflows_float32_is_refused_naming_h():
+    with jax.enable_x64(False):
+        with pytest.raises(ValueError, match=r"^h must be > 0 in float32"):
+            SemiImplicitEuler(lambda x, v, th: 0.0 * x, h=1e-50)
+        with pytest.raises(ValueError, match=r"^h must be finite in float32"):
+            SemiImplicitEuler(lambda x, v, th: 0.0 * x, h=1e300)
+        with pytest.raises(ValueError, match=r"^sigma must be > 0 in float32"):
+            ZerothOrder(sigma=1e-60)
+        with pytest.raises(ValueError, match=r"^step must be > 0 in float32"):
+            FiniteDifference(step=1e-60)
+    # float64 holds both
+    SemiImplicitEuler(lambda x, v, th: 0.0 * x, h=1e-50)
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: diffsim.rollout(lambda s, p: s + p, 1e300, 1.0, 2), "s0"),
+        (lambda: diffsim.rollout(lambda s, p: s + p, 1.0, {"a": 1e300}, 2), "theta['a']"),
+        (lambda: diffsim.rollout_jacobian(lambda s, p: s * p, 1.0, 1e300, 2), "theta"),
+        (lambda: diffsim.step_jacobian(lambda s, p: s * p, 1e300, 1.0), "state"),
+        (lambda: diffsim.value_and_grad(quad, 1e300), "theta"),
+        (lambda: diffsim.optimize(quad, 1e300, Exact(), steps=2, key=KEY), "theta0"),
+        (lambda: diffsim.check_grad(quad, 1e300), "theta"),
+        (lambda: diffsim.diagnose(quad, 1e300, KEY), "theta"),
+        (lambda: Plane.ground(height=1e300), "offset"),
+        (lambda: Restitution(Plane.ground(), e=np.float64(1e300)), "e"),
+        (lambda: diffsim.systems.bouncing_ball(y0=1e300), "y0"),
+    ],
+)
+def test_every_entry_point_checks_the_value_it_computes_with(call, name):
+    with jax.enable_x64(False):
+        with pytest.raises(ValueError, match="^" + re.escape(name)):
+            call()
+
+
+def test_adjoint_cotangent_checked_in_the_state_dtype():
+    sys = diffsim.systems.free_particle(h=0.1)
+    with jax.enable_x64(False):
+        s0 = tuple(jnp.asarray(a, jnp.float32) for a in sys.s0)
+        with pytest.raises(ValueError, match="cotangent"):
+            diffsim.adjoint_vjp(sys.step, s0, sys.theta, 3, (np.float64(1e300), 0.0))
+
+
+def test_diagnose_blames_theta_not_sigma():
+    with jax.enable_x64(False):
+        with pytest.raises(ValueError) as info:
+            diffsim.diagnose(quad, 1e300, KEY)
+    assert str(info.value).startswith("theta") and "sigma" not in str(info.value)
+
+
+# --- 2. silent precision and dtype traps -------------------------------------------------
+
+
+def test_optimize_with_an_integer_theta0_moves():
+    r = diffsim.optimize(
+        lambda t: (t - 3.0) ** 2, 0, Exact(), steps=200, key=KEY, optimizer=optax.sgd(0.1)
+    )
+    assert jnp.issubdtype(r.theta.dtype, jnp.floating)
+    assert float(r.theta) == pytest.approx(3.0, abs=1e-6)
+    r = diffsim.optimize(lambda t: quad(t["a"]), {"a": jnp.arange(2)}, Exact(), steps=5, key=KEY)
+    assert jnp.issubdtype(r.theta["a"].dtype, jnp.floating)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, float("nan")])
+def test_sigma_schedule_with_a_non_positive_value_is_refused(bad):
+    with pytest.raises(ValueError, match="sigma_schedule"):
+        diffsim.optimize(
+            quad, 0.0, ZerothOrder(), steps=3, key=KEY, sigma_schedule=lambda k: bad + 0 * k
+        )
+
+
+def test_sigma_schedule_checked_inside_the_loop_when_it_cannot_be_vectorised():
+    calls = []
+
+    def schedule(k):  # refuses the vectorised pre-check: only the in-loop check sees it
+        calls.append(k)
+        if len(calls) == 1:
+            raise RuntimeError("one step at a time")
+        return jnp.where(k < 2, 0.1, -1.0)
+
+    with pytest.raises(ValueError, match="sigma_schedule"):
+        diffsim.optimize(quad, 0.0, ZerothOrder(), steps=4, key=KEY, sigma_schedule=schedule)
+    assert len(calls) >= 2
+
+
+def test_temperature_schedule_checked():
+    with pytest.raises(ValueError, match="temperature_schedule"):
+        diffsim.optimize(
+            lambda t, tau: (t - 3.0) ** 2 * tau,
+            0.0,
+            Exact(),
+            steps=3,
+            key=KEY,
+            temperature_schedule=lambda k: 0.0 * k,
+        )
+
+
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
+@pytest.mark.parametrize(("h", "num_steps"), [(0.125, 16), (0.25, 8), (0.1, 20), (0.5, 4)])
+def test_bouncing_ball_impact_on_a_step_boundary_has_the_true_gradient(dtype, h, num_steps):
+    # y0 = 1, vy0 = -1, g = 0: the impact is at t* = 1 s, a step boundary for these h;
+    # the event-driven exact solution gives dy_T/dy0 = -e, dy_T/dvy0 = -e T
+    e, T = 0.8, h * num_steps
+    if h == 0.1 and dtype == jnp.float32:
+        pytest.skip("0.1 is not a float32 boundary of 1.0: no exact boundary to test")
+    y0, vy0, ee = (jnp.asarray(a, dtype) for a in (1.0, -1.0, e))
+    J = bb.bouncing_ball_final_state_jacobian(y0, vy0, ee, 0.0, h=h, num_steps=num_steps)
+    truth = bb.bouncing_ball_derivatives_closed_form(1.0, -1.0, e, 0.0, T)
+    tol = 1e-5 if dtype == jnp.float32 else 1e-9
+    for k in ("dy_dy0", "dy_dvy0", "dy_de", "dvy_dy0", "dvy_dvy0", "dvy_de"):
+        np.testing.assert_allclose(float(J[k]), float(truth[k]), rtol=tol, atol=tol, err_msg=k)
+    yT, vT = bb.bouncing_ball_final_state(y0, vy0, ee, 0.0, h=h, num_steps=num_steps)
+    y_true, v_true = bb.bouncing_ball_closed_form(1.0, -1.0, e, 0.0, T)
+    np.testing.assert_allclose([float(yT), float(vT)], [y_true, v_true], rtol=tol, atol=tol)
+
+
+def test_bouncing_ball_finding_exactly():
+    J = bb.bouncing_ball_final_state_jacobian(1.0, -1.0, 0.8, 0.0, h=0.125, num_steps=16)
+    assert float(J["dy_dy0"]) == pytest.approx(-0.8, abs=1e-12)  # was +0.1
+
+
+def test_impact_exactly_at_the_end_of_a_step_is_resolved_in_that_step():
+    step = diffsim.systems.bouncing_ball_step(0.125, toi=True)
+    y, v = step((jnp.asarray(0.125), jnp.asarray(-1.0)), {"g": 0.0, "e": 0.8})
+    assert float(y) == 0.0 and float(v) == pytest.approx(0.8)
+
+
+def test_impact_fraction_gradient_is_full_at_the_ends():
+    from diffsim.contact.base import impact_fraction
+
+    g0 = jax.grad(lambda a: impact_fraction(a, -0.125))(0.0)
+    assert float(g0) == pytest.approx(8.0)  # d/dg0 of g0/(g0 - g1) at g0 = 0: 1/0.125
+    g1 = jax.grad(lambda b: impact_fraction(0.125, b))(0.0)
+    assert float(g1) == pytest.approx(8.0)  # g0/(g0 - g1)^2 at g1 = 0
+
+
+def test_stop_dead_on_a_boundary_matches_the_next_step():
+    # a ball reaching a stop-dead wall exactly at a step's end stops there, not a step later
+    step = WithContact(
+        SemiImplicitEuler(lambda x, v, th: 0.0 * x, h=0.5), StopDead(Plane.ground(), toi=True)
+    )
+    y, v = step((jnp.asarray(0.5), jnp.asarray(-1.0)), {})
+    assert float(y) == 0.0 and float(v) == 0.0
+
+
+def test_float32_horizon_warns_once_naming_num_steps():
+    integ = SemiImplicitEuler(lambda x, v, th: 0.0 * x, h=np.float32(1e-3))
+    s0 = (jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_time_resolution(integ, 2**25, s0)
+        warn_time_resolution(integ, 2**25, s0)
+        warn_time_resolution(integ, 1000, s0)
+    assert len(caught) == 1 and "num_steps" in str(caught[0].message)
+    s64 = tuple(a.astype(jnp.float64) for a in s0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_time_resolution(integ, 2**25, s64)  # float64 resolves it
+    assert not caught
+
+
+def test_float32_underflow_of_theta_warns_once():
+    with jax.enable_x64(False), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Exact()(quad, np.float64(1e-50), KEY)
+        Exact()(quad, np.float64(1e-50), KEY)
+    msgs = [str(w.message) for w in caught if "theta" in str(w.message)]
+    assert len(msgs) == 1 and "float32" in msgs[0]
+
+
+def test_perturbation_below_theta_resolution_warns():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        FiniteDifference(step=1e-3)(quad, jnp.asarray(1e20), KEY)
+        ZerothOrder(sigma=1e-3)(quad, jnp.asarray(1e20), KEY)
+    msgs = [str(w.message) for w in caught]
+    assert any(m.startswith("step=") for m in msgs) and any(m.startswith("sigma=") for m in msgs)
+
+
+# --- 6. unclear library errors -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["adam", 0.05, object()])
+def test_optimizer_that_is_not_a_gradient_transformation(bad):
+    with pytest.raises(TypeError, match=r"^optimizer must be an optax.GradientTransformation"):
+        diffsim.optimize(quad, 0.0, Exact(), steps=2, key=KEY, optimizer=bad)
+
+
+def test_sigma_of_the_wrong_shape_is_refused_clearly():
+    with pytest.raises(ValueError, match=r"^sigma must be a scalar"):
+        ZerothOrder(sigma=jnp.ones(3))
+    with pytest.raises(ValueError, match=r"^sigma_schedule must return a scalar"):
+        diffsim.optimize(
+            quad,
+            jnp.zeros(2),
+            ZerothOrder(),
+            steps=2,
+            key=KEY,
+            sigma_schedule=lambda k: jnp.ones(2),
+        )
+    with pytest.raises(ValueError, match=r"^sigma must be one number"):
+        diffsim.diagnose(quad, jnp.zeros(2), KEY, sigma=cast(Any, [0.1, 0.2]))
+
+
+def test_integer_theta_is_promoted_by_every_jacobian_route():
+    step = lambda s, p: s * p  # noqa: E731
+    ref = diffsim.rollout_jacobian(step, 1.0, 2.0, 3)
+    for method in ("autodiff", "product"):
+        J = diffsim.rollout_jacobian(step, 1, 2, 3, method=method)
+        np.testing.assert_allclose(J[0], ref[0])
+        np.testing.assert_allclose(J[1], ref[1])
+    A, B = diffsim.step_jacobian(step, 1, 2)
+    assert float(A[0, 0]) == 2.0 and float(B[0, 0]) == 1.0
+    sys = diffsim.systems.free_particle(h=0.5)
+    J = diffsim.rollout_jacobian(sys.step, (0, 1), {"a": 0}, 2, method="forward")
+    np.testing.assert_allclose(J[0], [[1.0, 1.0], [0.0, 1.0]])
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: bb.bouncing_ball_final_state(float("nan"), -1.0, 0.8), "y0"),
+        (lambda: bb.bouncing_ball_final_state(1.0, float("inf"), 0.8), "vy0"),
+        (lambda: bb.bouncing_ball_final_state_jacobian(float("nan"), -1.0, 0.8), "y0"),
+        (lambda: diffsim.systems.pendulum(angle0=float("nan")), "angle0"),
+        (lambda: diffsim.systems.harmonic_oscillator(omega=float("inf")), "omega"),
+        (lambda: diffsim.systems.nonlinear_spring(m=0.0), "m"),
+        (lambda: diffsim.systems.double_pendulum(angles0=(1.0, float("nan"))), "angles0"),
+        (lambda: diffsim.systems.mass_spring(2, x0=[0.1, float("nan")]), "x0"),
+        (lambda: diffsim.diagnose_rollout(*_ball(), 8, lambda s: s[0], KEY, wrt="s0"), "s0"),
+        (lambda: diffsim.optimize(quad, 0.0, Exact(), steps=2, key=cast(Any, 3)), "key"),
+        (lambda: ZerothOrder()(quad, 0.0, cast(Any, "key")), "key"),
+        (lambda: diffsim.check_grad(quad, 1.0, rtol=-1.0), "rtol"),
+    ],
+)
+def test_messages_name_the_users_argument(call, name):
+    with pytest.raises((ValueError, TypeError), match=rf"^{name}\b"):
+        call()
+
+
+def _ball():
+    sys = diffsim.systems.bouncing_ball(h=0.01)
+    return sys.step, (jnp.asarray(float("nan")), jnp.asarray(-1.0)), sys.theta
+
+
+@pytest.mark.parametrize("bad", [[2.7], (2, 2.5), [True], ["3"]])
+def test_checkpoint_non_integers_are_refused(bad):
+    with pytest.raises(TypeError, match=r"^checkpoint\[\d\] must be an integer"):
+        diffsim.rollout(lambda s, p: s * p, 1.0, 2.0, 5, checkpoint=bad)
+    # integers still work, numpy ones too
+    out = diffsim.rollout(lambda s, p: s * p, 1.0, 2.0, 5, checkpoint=cast(Any, [np.int64(2)]))
+    assert float(out[-1]) == 32.0

@@ -13,6 +13,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 from diffsim import estimators, integrators, systems  # noqa: E402
 
@@ -31,6 +32,25 @@ def pytest_generate_tests(metafunc):
     if "system_name" in metafunc.fixturenames:
         metafunc.parametrize("system_name", list(SYSTEMS))
 
+
+# Hypothesis profiles (the fuzz suite in tests/fuzz, issue 12): ``ci`` by default, a short run
+# in every job; ``DIFFSIM_FUZZ=long`` for many more cases on demand. Every fuzz test asserts
+# one of exactly two outcomes: a finite, correctly typed result, or a clean ValueError /
+# TypeError (CLI: one line on stderr, exit code 2; HTTP: a 4xx, the server still up).
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile(
+    "long",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.load_profile(os.environ.get("DIFFSIM_FUZZ", "ci"))
 
 _MARK_BY_FILE = {"test_demo_browser.py": "browser", "test_bench.py": "peers"}
 """Whole files that belong to the separate job (scripts/test-slow): real Chromium, and the

@@ -28,7 +28,7 @@ def test_jacobian_json(T, h):
     out = runner.invoke(app, ["jacobian", "--steps", str(T), "--h", str(h), "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
-    assert set(data) == {"steps", "h", "autodiff", "product", "analytic", "closed_form"}
+    assert set(data) == {"steps", "h", "dtype", "autodiff", "product", "analytic", "closed_form"}
     assert data["steps"] == T
     for key in ("autodiff", "product", "analytic", "closed_form"):
         np.testing.assert_allclose(data[key], [[1.0, T * h], [0.0, 1.0]], rtol=1e-6)

@@ -44,7 +44,7 @@ def test_estimate_table_shows_the_library_numbers():
     assert res.exit_code == 0, res.output
     rows = _table(res.output)
     r = ZerothOrder(sigma=wall_study.SIGMA, num_samples=8)(
-        wall_study.wall_loss(), np.float32(8.0), jax.random.PRNGKey(0)
+        wall_study.wall_loss(), np.float64(8.0), jax.random.PRNGKey(0)
     )
     assert rows["estimate"] == f"{float(r.estimate):.6g}"
     assert rows["std_error"] == f"{float(r.std_error):.6g}"

@@ -1,7 +1,8 @@
 """Matplotlib figures of the contact pathologies (Agg backend, PNG files).
 
 Each ``*_figure(path=None)`` computes its data with the library's own simulators, writes a
-PNG (default ``docs/figures/<name>.png``) and returns the path. ``diffsim plot NAME`` calls
+PNG (default ``./<name>.png``, in the current folder; the folder must exist: none is
+created) and returns the path. ``diffsim plot NAME`` calls
 them.
 """
 
@@ -13,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-DEFAULT_DIR = Path("docs/figures")
+DEFAULT_DIR = Path(".")
 
 
 def _plt():
@@ -29,7 +30,9 @@ def _save(fig, path: Path | str | None, name: str) -> Path:
     path = Path(path) if path is not None else DEFAULT_DIR / f"{name}.png"
     if path.suffix.lower() != ".png":
         raise ValueError(f"out must be a .png path, got {str(path)!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        _plt().close(fig)
+        raise ValueError(f"out: folder {str(path.parent)!r} does not exist (none is created)")
     fig.savefig(path, dpi=120, bbox_inches="tight")
     _plt().close(fig)
     return path

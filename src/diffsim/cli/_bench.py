@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from ._common import app, err_console
+from ._common import app, check_writable, err_console
 
 _MISSING = (
     "diffsim bench needs the benchmarks/ folder of a diffsim source checkout (it is not part "
@@ -53,6 +53,8 @@ def bench(
     """Benchmark rollout and gradient throughput against the peers, in alternation: median
     time, ball-steps/s, first-call time, peak memory, gradient agreement and time ratios to
     diffsim; the machine floor; estimator cost; long-horizon memory."""
+    if figure:
+        check_writable(Path(figure), "--figure")  # before the minutes of work, not after
     try:
         root = benchmarks_root()
     except RuntimeError as err:

@@ -1,17 +1,120 @@
-"""Shared pieces of the CLI: the Typer app, error handling, JSON output."""
+"""Shared pieces of the CLI: the Typer app, one-line errors, precision, strict JSON output.
+
+Every error the CLI reports is one line on stderr and exit code 2, whatever the input: the
+library's ``ValueError``/``TypeError``, the CLI's own checks (:class:`CLIError`) and Click's
+parse errors alike. Anything else is a bug in diffsim: one line, exit code 1.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
+import os
+import re
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from typer import _click as click  # Typer's own Click (its exceptions)
+from typer.core import TyperGroup
+
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class CLIError(ValueError):
+    """A rejected command line: reported as one line on stderr, exit code 2."""
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", str(text)).strip()
+
+
+def report_error(message: str) -> None:
+    """Print ``error: message`` as one line on stderr."""
+    err_console.print(f"[bold red]error:[/] {escape(_one_line(message))}", highlight=False)
+
+
+_WARNINGS: list[str] = []
+
+
+def warn(message: str) -> None:
+    """A ``warning: message`` line for stderr, printed once when the command succeeds (a
+    rejected command prints only its error line)."""
+    line = _one_line(message)
+    if line not in _WARNINGS:
+        _WARNINGS.append(line)
+
+
+def _flush_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
+    for w in caught:
+        warn(f"{w.category.__name__}: {w.message}")
+    for line in _WARNINGS:
+        err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
+    _WARNINGS.clear()
+
+
+def _is_out_of_memory(err: BaseException) -> bool:
+    return isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in str(err)
+
+
+class _OneLineErrors(TyperGroup):
+    """The app's group: Click's parse errors and the commands' errors as one line, exit 2."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        _WARNINGS.clear()
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("default")
+                rv = super().main(
+                    args=args,
+                    prog_name=prog_name,
+                    complete_var=complete_var,
+                    standalone_mode=False,
+                    **extra,
+                )
+            _flush_warnings(caught)
+        except click.exceptions.NoArgsIsHelpError as err:
+            err.show()
+            sys.exit(2)
+        except click.ClickException as err:
+            report_error(err.format_message())
+            sys.exit(2)
+        except typer.Abort:
+            report_error("aborted")
+            sys.exit(1)
+        except (ValueError, TypeError) as err:
+            report_error(str(err))
+            sys.exit(2)
+        except Exception as err:  # a bug in diffsim (or the machine ran out of memory)
+            if _is_out_of_memory(err):
+                report_error(f"out of memory: {type(err).__name__}: {err}")
+                sys.exit(2)
+            report_error(f"internal error (a bug in diffsim, please report it): "
+                         f"{type(err).__name__}: {err}")  # fmt: skip
+            sys.exit(1)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
 
 app = typer.Typer(
     name="diffsim",
@@ -20,11 +123,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
+    cls=_OneLineErrors,
 )
-console = Console()
-err_console = Console(stderr=True)
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def handle_errors(fn: F) -> F:
@@ -35,17 +135,117 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except (ValueError, TypeError) as err:
-            err_console.print(f"[bold red]error:[/] {err}", highlight=False)
+            report_error(str(err))
             raise typer.Exit(code=2) from None
 
     return wrapper  # type: ignore[return-value]
 
 
+# --- precision --------------------------------------------------------------------------------
+
+_PRECISION = {"float32": False}
+
+
+def set_float32(float32: bool) -> None:
+    """The CLI computes in float64 unless ``--float32`` (set by the root callback)."""
+    _PRECISION["float32"] = float32
+
+
+def is_float32() -> bool:
+    return _PRECISION["float32"]
+
+
+def dtype() -> type[np.floating]:
+    """The dtype the library will compute in: float32 with ``--float32``, else float64."""
+    return np.float32 if is_float32() else np.float64
+
+
+def precision_name() -> str:
+    return "float32" if is_float32() else "float64"
+
+
+FLOAT32_STEPS = 2**24 // 1000
+"""Above this many steps a float32 rollout's accumulated rounding (up to T·2⁻²⁴ relative)
+can exceed 0.1 %: the CLI warns (``warn_float32_steps``)."""
+
+
+def warn_float32_steps(name: str, steps: int) -> None:
+    """Warn once when a float32 rollout of ``steps`` steps may lose what the user asked for."""
+    if is_float32() and steps > FLOAT32_STEPS:
+        err = steps * 2.0**-24
+        warn(
+            f"--float32 accumulates {steps} steps ({name}): rounding can reach {err:.2%} of "
+            f"the result (T·2⁻²⁴ relative); drop --float32 to compute in float64"
+        )
+
+
 def require_finite(name: str, value: float) -> float:
     """CLI-side check (Typer parses 'nan' and 'inf' as floats)."""
     if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value}")
+        raise CLIError(f"{name} must be a finite number, got {value}")
     return value
+
+
+def used(name: str, value: float) -> float:
+    """``value`` as the computation will use it (cast to the CLI's dtype), checked finite.
+
+    A number that overflows to inf or underflows to 0 (or to a subnormal) in that dtype is
+    rejected: the computation would not see what the user typed.
+    """
+    require_finite(name, value)
+    dt = dtype()
+    with np.errstate(over="ignore", under="ignore"):
+        cast = dt(value)
+    info = np.finfo(dt)
+    if not np.isfinite(cast):
+        raise CLIError(
+            f"--{name} {value:g} overflows {precision_name()} (largest {float(info.max):.3g})"
+        )
+    bound = float(info.max) ** 0.25
+    if abs(value) > bound:
+        raise CLIError(
+            f"--{name} {value:g} is too large for {precision_name()}: |{name}| must be <= "
+            f"{bound:.3g} (= largest**¼, so that products of up to four inputs stay finite)"
+        )
+    if value != 0 and abs(float(cast)) < float(info.smallest_normal):
+        raise CLIError(
+            f"--{name} {value:g} underflows {precision_name()} (smallest normal "
+            f"{float(info.smallest_normal):.3g}); use a larger value"
+            + ("" if dt is np.float64 else " or drop --float32")
+        )
+    return float(cast)
+
+
+def check_count(name: str, value: int, lo: int, hi: int, why: str) -> int:
+    """``lo <= value <= hi`` for an integer option, else one line naming why ``hi``."""
+    if value < lo:
+        raise CLIError(f"--{name} must be an integer >= {lo}, got {value}")
+    if value > hi:
+        raise CLIError(f"--{name} must be an integer <= {hi} ({why}), got {value}")
+    return value
+
+
+SEED_MAX = 2**32 - 1
+
+
+def check_seed(seed: int) -> int:
+    """PRNG seeds are 32-bit unsigned integers (the same key in float32 and float64)."""
+    return check_count("seed", seed, 0, SEED_MAX, "a 32-bit PRNG seed")
+
+
+# --- answers, JSON ----------------------------------------------------------------------------
+
+
+def require_finite_answer(out: Mapping[str, Any], keys: Sequence[str], inputs: str) -> None:
+    """Never print a non-finite number as an answer: one line naming it and the inputs."""
+    for key in keys:
+        arr = np.asarray(out[key], dtype=float)
+        if not np.all(np.isfinite(arr)):
+            raise CLIError(
+                f"{key} came out non-finite ({arr.ravel()[~np.isfinite(arr.ravel())][0]}) in "
+                f"{precision_name()} for {inputs}: the inputs are outside what the simulation "
+                f"can represent; use values of ordinary size"
+            )
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -58,9 +258,112 @@ def to_jsonable(obj: Any) -> Any:
         arr = np.asarray(obj)
         if arr.dtype == np.bool_:
             return arr.tolist()
+        if np.issubdtype(arr.dtype, np.integer):
+            return arr.tolist()
         return arr.astype(float).tolist()
     return obj
 
 
+NOT_FINITE_NOTE = "not computed for this input (the estimator returned {value})"
+
+
+def strict_json(obj: Any, note: str = NOT_FINITE_NOTE) -> Any:
+    """Non-finite floats -> ``null``, with a ``<key>_note`` beside them saying why (strict
+    JSON has no NaN or Infinity)."""
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                out[k] = None
+                out[f"{k}_note"] = note.format(value=v)
+            elif isinstance(v, list) and _has_non_finite(v):
+                out[k] = strict_json(v, note)
+                out[f"{k}_note"] = "null entries: " + note.format(value="a non-finite number")
+            else:
+                out[k] = strict_json(v, note)
+        return out
+    if isinstance(obj, list):
+        return [strict_json(v, note) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def _has_non_finite(items: list[Any]) -> bool:
+    for v in items:
+        if isinstance(v, float) and not math.isfinite(v):
+            return True
+        if isinstance(v, list) and _has_non_finite(v):
+            return True
+    return False
+
+
 def print_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(to_jsonable(obj)) + "\n")
+    """One line of strict JSON (``allow_nan=False``: a NaN left here is a bug, not output)."""
+    sys.stdout.write(json.dumps(strict_json(to_jsonable(obj)), allow_nan=False) + "\n")
+
+
+# --- files ------------------------------------------------------------------------------------
+
+
+def check_writable(path: Path, option: str = "--out", suffix: str | None = ".png") -> Path:
+    """Check BEFORE the work that ``path`` can be written: its folder exists (none is
+    created) and is writable, and the path is not a folder."""
+    if str(path) == "" or str(path).endswith(os.sep):
+        raise CLIError(f"{option} must be a file path, got {str(path)!r}")
+    if suffix is not None and path.suffix.lower() != suffix:
+        raise CLIError(f"{option} must be a {suffix} path, got {str(path)!r}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise CLIError(f"{option} {str(path)!r}: folder {str(parent)!r} does not exist")
+    if path.is_dir():
+        raise CLIError(f"{option} {str(path)!r} is a folder, expected a file path")
+    existed = path.exists()
+    try:  # the only reliable test (root, read-only mounts, /proc): open it for writing
+        with open(path, "ab"):
+            pass
+    except OSError as err:
+        raise CLIError(f"{option} {str(path)!r} is not writable: {err.strerror}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+    return path
+
+
+# --- progress ---------------------------------------------------------------------------------
+
+PROGRESS_AFTER_S = 2.0
+"""Work estimated to take longer than this shows a progress bar (on a terminal)."""
+
+
+@contextlib.contextmanager
+def progress_bar(
+    label: str, total: int, seconds: float, quiet: bool
+) -> Iterator[Callable[..., None]]:
+    """A rich progress bar on stderr for work estimated at ``seconds`` (shown only on a
+    terminal, when not ``quiet`` and the estimate exceeds :data:`PROGRESS_AFTER_S`).
+    Yields ``advance(completed=None, description=None)``."""
+    show = (not quiet) and seconds > PROGRESS_AFTER_S and err_console.is_terminal
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TextColumn(f"(estimated ~{seconds:.0f} s)"),
+        console=err_console,
+        disable=not show,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task(label, total=total)
+
+        def advance(completed: int | None = None, description: str | None = None) -> None:
+            kw: dict[str, Any] = {}
+            if description is not None:
+                kw["description"] = f"{label}: {description}"
+            if completed is None:
+                progress.advance(task, 1)
+                progress.update(task, **kw)
+            else:
+                progress.update(task, completed=completed, **kw)
+
+        yield advance

@@ -2,24 +2,65 @@
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from pathlib import Path
 
 import jax
+import numpy as np
 import typer
 
-from ._common import app, console, handle_errors, print_json, require_finite
+from ._common import (
+    CLIError,
+    app,
+    check_writable,
+    console,
+    dtype,
+    precision_name,
+    print_json,
+    progress_bar,
+    require_finite_answer,
+    used,
+    warn_float32_steps,
+)
+from ._limits import (
+    BOUNCE_S_PER_STEP,
+    WALL_BYTES_PER_STEP,
+    WALL_S_PER_STEP,
+    check_cost,
+    check_horizon,
+)
 
 
 def _check_h(h: float) -> float:
-    require_finite("h", h)
+    h = used("h", h)
     if h <= 0:
-        raise ValueError(f"h must be finite and > 0 (seconds), got {h}")
+        raise CLIError(f"h must be finite and > 0 (seconds), got {h}")
     return h
 
 
+MIN_FLIGHT_STEPS = 10
+"""``wall``: a time step that leaves fewer steps than this for the flight is rejected."""
+
+
+def _wall_steps(v0: float, h: float) -> int:
+    """The wall rollout's length (:func:`~diffsim.systems.projectile_wall.num_steps_for`),
+    computed in floats first so that a huge v0 / tiny h is rejected, not overflowed."""
+    from ..systems import projectile_wall as pw
+
+    v_max = max(pw.V0_MAX, v0)
+    with np.errstate(over="ignore"):
+        n = 1.05 * 2 * v_max * math.sin(pw.ANGLE) / pw.G / h + 2
+    steps = check_horizon(f"--v0 {v0:g} --h {h:g}", n)
+    if steps < MIN_FLIGHT_STEPS:
+        raise CLIError(
+            f"h = {h:g} s leaves {steps} steps for the flight (at least {MIN_FLIGHT_STEPS}): "
+            f"the answer would be the discretisation's, not the flight's; use a smaller h"
+        )
+    return steps
+
+
 @app.command()
-@handle_errors
 def wall(
     v0: float = typer.Option(8.0, "--v0", help="Launch speed v0 in m/s (>= 0)."),
     h: float = typer.Option(1 / 240, "--h", help="Time step h in seconds (> 0)."),
@@ -32,28 +73,42 @@ def wall(
     the wall, and the exact gradient d loss/d v0 of the time-stepped simulator."""
     from ..systems import projectile_wall as pw
 
-    require_finite("v0", v0)
+    v0 = used("v0", v0)
     if v0 < 0:
-        raise ValueError(f"v0 must be finite and >= 0 (m/s), got {v0}")
-    _check_h(h)
+        raise CLIError(f"v0 must be finite and >= 0 (m/s), got {v0}")
+    h = _check_h(h)
     if smoothing is not None:
-        require_finite("smoothing", smoothing)
+        smoothing = used("smoothing", smoothing)
         if smoothing <= 0:
-            raise ValueError(f"smoothing must be finite and > 0 (metres), got {smoothing}")
-    x = float(pw.landing_x(v0, h=h, smoothing=smoothing))
-    loss = float(pw.loss(v0, h=h, smoothing=smoothing))
-    grad = float(jax.grad(lambda v: pw.loss(v, h=h, smoothing=smoothing))(float(v0)))
-    clears = bool(pw.clears_wall(v0, h=h))
+            raise CLIError(f"smoothing must be finite and > 0 (metres), got {smoothing}")
+    n = _wall_steps(v0, h)
+    what = f"--v0 {v0:g} --h {h:g} ({n} steps)"
+    seconds = check_cost(what, n * WALL_BYTES_PER_STEP, n * WALL_S_PER_STEP)
+    warn_float32_steps("the flight", n)
+    v = dtype()(v0)
+    with progress_bar("wall", 4, seconds, json_out) as advance:
+        x = float(pw.landing_x(v, h=h, smoothing=smoothing))
+        advance()
+        loss = float(pw.loss(v, h=h, smoothing=smoothing))
+        advance()
+        grad = float(jax.grad(lambda u: pw.loss(u, h=h, smoothing=smoothing))(v))
+        advance()
+        clears = bool(pw.clears_wall(v, h=h))
+        advance()
     out = {
         "v0": v0,
         "landing_x": x,
         "loss": loss,
         "clears_wall": clears,
         "grad": grad,
-        "closed_form_landing_x": float(pw.landing_x_closed_form(v0)),
+        "closed_form_landing_x": float(pw.landing_x_closed_form(v)),
         "h": h,
         "smoothing": smoothing,
+        "dtype": precision_name(),
     }
+    require_finite_answer(
+        out, ("landing_x", "loss", "grad", "closed_form_landing_x"), f"--v0 {v0:g} --h {h:g}"
+    )
     if json_out:
         print_json(out)
         return
@@ -68,14 +123,13 @@ def wall(
 
 
 @app.command()
-@handle_errors
 def bounce(
     y0: float = typer.Option(1.0, "--y0", help="Initial height in m (> 0)."),
     vy0: float = typer.Option(-1.0, "--vy0", help="Initial vertical velocity in m/s."),
     g: float = typer.Option(9.81, "--g", help="Gravity in m/s² (>= 0)."),
     e: float = typer.Option(0.8, "--e", help="Restitution coefficient in [0, 1]."),
     h: float = typer.Option(1e-3, "--h", help="Time step h in seconds (> 0)."),
-    steps: int = typer.Option(600, "--steps", "-T", help="Number of steps T (>= 1)."),
+    steps: int = typer.Option(600, "--steps", "-T", help="Number of steps T (1 to 2³¹ − 1)."),
     toi: bool = typer.Option(True, "--toi/--no-toi", help="Time-of-impact correction."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -83,34 +137,43 @@ def bounce(
     with respect to the initial height and velocity (compare --toi with --no-toi)."""
     from .. import systems
 
-    for name, val in (("y0", y0), ("vy0", vy0), ("g", g), ("e", e)):
-        require_finite(name, val)
-    _check_h(h)
+    y0, vy0, g, e = (used(n, val) for n, val in (("y0", y0), ("vy0", vy0), ("g", g), ("e", e)))
+    h = _check_h(h)
     if not 0.0 <= e <= 1.0:
-        raise ValueError(f"e must be finite and in [0, 1], got {e}")
+        raise CLIError(f"e must be finite and in [0, 1], got {e}")
     if g < 0:
-        raise ValueError(f"g must be finite and >= 0 (m/s²), got {g}")
+        raise CLIError(f"g must be finite and >= 0 (m/s²), got {g}")
     if y0 <= 0:
-        raise ValueError(f"y0 must be finite and > 0 (above the ground), got {y0}")
+        raise CLIError(f"y0 must be finite and > 0 (above the ground), got {y0}")
     if steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps}")
-    yT, vT = systems.bouncing_ball_final_state(y0, vy0, e, g, h=h, num_steps=steps, toi=toi)
-    J = systems.bouncing_ball_final_state_jacobian(y0, vy0, e, g, h=h, num_steps=steps, toi=toi)
-    out = {
+        raise CLIError(f"steps must be an integer >= 1, got {steps}")
+    steps = check_horizon(f"--steps {steps}", steps)
+    seconds = check_cost(f"--steps {steps}", 0.0, steps * BOUNCE_S_PER_STEP)
+    warn_float32_steps("the rollout", steps)
+    args = (y0, vy0, e, g)  # Python floats: float64, or float32 under --float32 (x64 off)
+    with progress_bar("bounce", 2, seconds, json_out) as advance:
+        yT, vT = systems.bouncing_ball_final_state(*args, h=h, num_steps=steps, toi=toi)
+        advance()
+        J = systems.bouncing_ball_final_state_jacobian(*args, h=h, num_steps=steps, toi=toi)
+        advance()
+    out: dict[str, object] = {
         "y_final": float(yT),
         "vy_final": float(vT),
         "dy_final_dy0": float(J["dy_dy0"]),
         "dy_final_dvy0": float(J["dy_dvy0"]),
         "dy_final_de": float(J["dy_de"]),
         "toi": toi,
+        "dtype": precision_name(),
     }
     t = steps * h
-    ts, t2 = (float(a) for a in systems.bouncing_ball_bounce_window(y0, vy0, e, g))
+    ts, t2 = (float(a) for a in systems.bouncing_ball_bounce_window(*args[:2], *args[2:]))
     if vy0 < 0 or g > 0:
         if ts <= t < t2:  # one bounce: the analytic derivative is known
-            D = systems.bouncing_ball_derivatives_closed_form(y0, vy0, e, g, t)
+            D = systems.bouncing_ball_derivatives_closed_form(*args, t)
             out["closed_form_dy_final_dy0"] = float(D["dy_dy0"])
             out["closed_form_dy_final_dvy0"] = float(D["dy_dvy0"])
+    inputs = f"--y0 {y0:g} --vy0 {vy0:g} --g {g:g} --e {e:g} --h {h:g} --steps {steps}"
+    require_finite_answer(out, [k for k in out if k not in ("toi", "dtype")], inputs)
     if json_out:
         print_json(out)
         return
@@ -131,13 +194,15 @@ class _Figure(str, Enum):
 
 
 @app.command()
-@handle_errors
 def plot(
     figure: _Figure = typer.Argument(..., help="Which figure: wall, bounce, stiff, smoothing."),
-    out: Path | None = typer.Option(None, "--out", help="PNG path (default docs/figures/)."),
+    out: Path | None = typer.Option(
+        None, "--out", help="PNG path; its folder must exist (default: ./NAME.png)."
+    ),
 ) -> None:
     """Write one of the contact figures as a PNG (matplotlib, Agg backend)."""
     from .. import plots
 
-    path = plots.FIGURES[figure.value](out)
-    console.print(f"wrote {path}")
+    path = check_writable(out if out is not None else Path(f"{figure.value}.png"))
+    written = plots.FIGURES[figure.value](path)
+    console.print(f"wrote {written.resolve()}", highlight=False, soft_wrap=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,39 @@ import typer
 from rich.table import Table
 
 from ..doctor import PRESETS, Diagnosis, battery_table, run_battery
-from ._common import app, console, handle_errors, print_json, require_finite
+from ..systems import SYSTEMS
+from ._common import (
+    CLIError,
+    app,
+    check_seed,
+    console,
+    print_json,
+    progress_bar,
+    used,
+)
+from ._limits import (
+    DOCTOR_BYTES_PER_SAMPLE_STEP,
+    DOCTOR_S_PER_SAMPLE_STEP,
+    check_cost,
+    check_horizon,
+)
+
+WALL_HORIZON = 520
+"""The wall's rollout at h = 1/240 s and 14 m/s (its loss is one rollout of this length)."""
+
+
+def _show(val: object) -> str:
+    if isinstance(val, float):
+        return f"{val:.3g}" if math.isfinite(val) else "not finite"
+    return str(val)
+
+
+def _default_horizon(system: str) -> int:
+    for setting in SYSTEMS[system].settings:
+        if setting.name == "steps" and setting.default:
+            return int(setting.default)
+    return WALL_HORIZON
+
 
 if TYPE_CHECKING:  # to a type checker, a str Enum; its members are made from PRESETS below
 
@@ -31,7 +64,6 @@ def _run(system: DoctorSystem, v0, k, steps, toi, sigma, samples, key) -> Diagno
 
 
 @app.command("diagnose")
-@handle_errors
 def diagnose_cmd(
     system: DoctorSystem = typer.Option(
         DoctorSystem("wall"), "--system", help="System to examine."
@@ -53,6 +85,7 @@ def diagnose_cmd(
 ) -> None:
     """Can the exact gradient be trusted here? Flags (plateau, jump, stiffness, chaos,
     non_finite) with their evidence, a verdict and a recommendation."""
+    check_seed(seed)
     if battery:
         rows = run_battery(seed, which="held_out" if held_out else "calibration")
         if json_out:
@@ -60,17 +93,25 @@ def diagnose_cmd(
         else:
             typer.echo(battery_table(rows))
         return
-    require_finite("v0", v0)
-    require_finite("k", k)
+    v0, k = used("v0", v0), used("k", k)
     if sigma is not None:
-        require_finite("sigma", sigma)
+        sigma = used("sigma", sigma)
         if sigma <= 0:
-            raise ValueError(f"sigma must be finite and > 0, got {sigma}")
-    if steps < 0:
-        raise ValueError(f"steps must be an integer >= 8 (or 0 for the default), got {steps}")
-    if 0 < steps < 8:
-        raise ValueError(f"steps must be an integer >= 8 (or 0 for the default), got {steps}")
-    d = _run(system, v0, k, steps, toi, sigma, samples, jax.random.PRNGKey(seed))
+            raise CLIError(f"sigma must be finite and > 0, got {sigma}")
+    if steps != 0 and steps < 8:
+        raise CLIError(f"steps must be an integer >= 8 (or 0 for the default), got {steps}")
+    steps = check_horizon(f"--steps {steps}", steps)
+    if samples < 16:
+        raise CLIError(f"samples must be an integer >= 16, got {samples}")
+    horizon = steps or _default_horizon(system.value)
+    seconds = check_cost(
+        f"--samples {samples} over {horizon} steps",
+        samples * horizon * DOCTOR_BYTES_PER_SAMPLE_STEP,
+        max(samples, 256) * horizon * DOCTOR_S_PER_SAMPLE_STEP,
+    )
+    with progress_bar(f"diagnose ({system.value})", 1, seconds, json_out) as advance:
+        d = _run(system, v0, k, steps, toi, sigma, samples, jax.random.PRNGKey(seed))
+        advance()
     if json_out:
         print_json(d.to_dict())
         return
@@ -79,8 +120,7 @@ def diagnose_cmd(
     if d.flags:
         table = Table("flag", "why", "evidence")
         for f in d.flags:
-            ev = ", ".join(f"{name}={val:.3g}" if isinstance(val, float) else f"{name}={val}"
-                           for name, val in f.evidence.items())  # fmt: skip
+            ev = ", ".join(f"{name}={_show(val)}" for name, val in f.evidence.items())
             table.add_row(f.name, f.message, ev)
         console.print(table)
     console.print(f"[bold]recommendation:[/] {d.recommendation}", highlight=False)

@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
 import numpy as np
 import typer
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..estimators import BASE_QUANTITIES, ESTIMATORS, Estimator, make_estimator
 from ..systems import SYSTEMS as SYSTEM_REGISTRY
 from ..systems import Study, wall_study
-from ._common import app, console, handle_errors, print_json, require_finite
+from ._common import (
+    CLIError,
+    app,
+    check_seed,
+    console,
+    dtype,
+    precision_name,
+    print_json,
+    progress_bar,
+    require_finite_answer,
+    used,
+)
+from ._limits import (
+    ESTIMATOR_BYTES_PER_SAMPLE,
+    ESTIMATOR_S_PER_CALL,
+    ESTIMATOR_S_PER_SAMPLE,
+    OPTIMIZE_BYTES_PER_STEP,
+    OPTIMIZE_S_PER_STEP,
+    check_cost,
+    check_horizon,
+)
 
 SYSTEMS = tuple(name for name, spec in SYSTEM_REGISTRY.items() if spec.study is not None)
 """The registered systems with a :class:`~diffsim.systems.Study` (for now: the wall)."""
@@ -37,21 +57,50 @@ _CLI_OPTIONS = {"sigma": "sigma", "num_samples": "samples"}
 """Estimator option → the CLI flag's name in the output (what the user typed it as)."""
 
 
-def _check_common(system: str, estimator: str, v0: float, sigma: float, samples: int) -> None:
+SIGMA_MAX = (wall_study.TABLE_V_MAX - 14.0) / 6
+"""σ up to 1.5 m/s: the samples v0 + σw stay within the speeds the wall's rollout is sized
+for (14 m/s) to 6 σ (see :data:`~diffsim.systems.wall_study.TABLE_V_MAX`)."""
+
+
+def _v0_range(system: str) -> tuple[float, float]:
+    """(0, the registry's maximum for v0]: faster balls outrun the rollout's horizon."""
+    for setting in SYSTEM_REGISTRY[system].settings:
+        if setting.name == "v0" and setting.maximum is not None:
+            return 0.0, float(setting.maximum)
+    return 0.0, float("inf")
+
+
+def _check_common(
+    system: str, estimator: str, v0: float, sigma: float, samples: int, seed: int
+) -> tuple[float, float]:
     if system not in SYSTEMS:
-        raise ValueError(f"system must be one of {', '.join(SYSTEMS)}, got {system!r}")
+        raise CLIError(f"system must be one of {', '.join(SYSTEMS)}, got {system!r}")
     if estimator not in ESTIMATORS:
-        raise ValueError(
+        raise CLIError(
             f"estimator must be one of {', '.join(sorted(ESTIMATORS))}, got {estimator!r}"
         )
-    require_finite("v0", v0)
-    if not v0 > 0:
-        raise ValueError(f"v0 must be a finite speed > 0 m/s, got {v0}")
-    require_finite("sigma", sigma)
-    if sigma <= 0:
-        raise ValueError(f"sigma must be finite and > 0, got {sigma}")
+    v0 = used("v0", v0)
+    lo, hi = _v0_range(system)
+    if not lo < v0 <= hi:
+        raise CLIError(f"v0 must be a finite speed in ({lo:g}, {hi:g}] m/s, got {v0}")
+    sigma = used("sigma", sigma)
+    if not 0 < sigma <= SIGMA_MAX:
+        raise CLIError(f"sigma must be finite and in (0, {SIGMA_MAX:g}] m/s, got {sigma}")
     if samples < 2:
-        raise ValueError(f"samples must be an integer >= 2, got {samples}")
+        raise CLIError(f"samples must be an integer >= 2, got {samples}")
+    check_seed(seed)
+    return v0, sigma
+
+
+def _call_cost(estimator: str, samples: int) -> tuple[float, float, str]:
+    """Bytes and seconds of one estimate, and what they grow with (for the message)."""
+    if ESTIMATORS[estimator].takes("num_samples") and estimator in ESTIMATOR_S_PER_SAMPLE:
+        return (
+            samples * ESTIMATOR_BYTES_PER_SAMPLE[estimator],
+            samples * ESTIMATOR_S_PER_SAMPLE[estimator],
+            f"--samples {samples}",
+        )
+    return 0.0, ESTIMATOR_S_PER_CALL.get(estimator, 1.5e-3), ""
 
 
 def _settings(estimator: str, sigma: float, samples: int) -> dict[str, float | int]:
@@ -70,7 +119,6 @@ def _scalar(value: Any) -> float | int:
 
 
 @app.command()
-@handle_errors
 def estimate(
     system: str = typer.Option("wall", "--system", help=_SYSTEM_HELP),
     v0: float = typer.Option(8.0, "--v0", help="Launch speed v0 in m/s (> 0)."),
@@ -87,14 +135,22 @@ def estimate(
     """One gradient estimate of the wall loss (x − 10)² at v0, with its standard error,
     the simulator evaluations it used and whatever else the estimator reports (AoBG: α, ε
     and B); σ and N are used by the estimators that take them."""
-    _check_common(system, estimator, v0, sigma, samples)
+    v0, sigma = _check_common(system, estimator, v0, sigma, samples, seed)
+    nbytes, secs, what = _call_cost(estimator, samples)
+    seconds = check_cost(what or f"--estimator {estimator}", nbytes, secs)
     est = _build(estimator, sigma, samples)
-    r = est(_study(system).loss, np.float32(v0), jax.random.PRNGKey(seed))
+    with progress_bar(f"estimate ({estimator})", 1, seconds, json_out) as advance:
+        r = est(_study(system).loss, dtype()(v0), jax.random.PRNGKey(seed))
+        jax.block_until_ready(r)
+        advance()
     report = {name: _scalar(item.value) for name, item in r.report().items()}
     out: dict[str, Any] = {"system": system, "v0": v0, "estimator": estimator}
     out.update({name: report.pop(name) for name in BASE_QUANTITIES})
     out.update({_CLI_OPTIONS[n]: v for n, v in _settings(estimator, sigma, samples).items()})
     out.update(report)
+    out["dtype"] = precision_name()
+    inputs = f"--v0 {v0:g} --estimator {estimator} --sigma {sigma:g} --samples {samples}"
+    require_finite_answer(out, ("estimate", "std_error"), inputs)
     if json_out:
         print_json(out)
         return
@@ -102,13 +158,16 @@ def estimate(
     table.add_column("quantity")
     table.add_column("value", justify="right")
     for k, v in out.items():
-        if k not in ("system", "estimator"):
+        if k in ("system", "estimator", "dtype"):
+            continue
+        if isinstance(v, float) and not math.isfinite(v):
+            table.add_row(k, "— (not computed by this estimator here)")
+        else:
             table.add_row(k, f"{v:.6g}" if isinstance(v, float) else str(v))
     console.print(table)
 
 
 @app.command(name="optimize")
-@handle_errors
 def optimize_cmd(
     system: str = typer.Option("wall", "--system", help=_SYSTEM_HELP),
     v0: float = typer.Option(8.0, "--v0", help="Starting launch speed v0 in m/s (> 0)."),
@@ -123,35 +182,39 @@ def optimize_cmd(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Gradient descent on v0 with the chosen estimator (Adam; σ annealed), from v0."""
-    _check_common(system, estimator, v0, sigma, samples)
+    v0, sigma = _check_common(system, estimator, v0, sigma, samples, seed)
     if steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got {steps}")
-    require_finite("lr", lr)
-    if lr <= 0:
-        raise ValueError(f"lr must be finite and > 0, got {lr}")
-    est = _build(estimator, sigma, samples)
-    progress = Progress(
-        TextColumn("optimize"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=json_out,
-        transient=True,
+        raise CLIError(f"steps must be an integer >= 1, got {steps}")
+    steps = check_horizon(f"--steps {steps}", steps)
+    lr = used("lr", lr)
+    lo, hi = _v0_range(system)
+    if not 0 < lr <= hi - lo:  # an Adam step moves v0 by up to about lr
+        raise CLIError(f"lr must be finite and in (0, {hi - lo:g}] m/s per step, got {lr}")
+    nbytes, secs, what = _call_cost(estimator, samples)
+    seconds = check_cost(
+        f"--steps {steps} {what}".strip(),
+        nbytes + steps * OPTIMIZE_BYTES_PER_STEP,
+        steps * (secs + OPTIMIZE_S_PER_STEP),
     )
-    with progress:
-        task = progress.add_task("optimize", total=steps)
-
-        def advance(k):
-            progress.update(task, completed=int(k))
-
-        study = _study(system)
+    est = _build(estimator, sigma, samples)
+    study = _study(system)
+    with progress_bar("optimize", steps, seconds, json_out) as advance:
         r = study.optimize(
-            v0, est, key=jax.random.PRNGKey(seed), steps=steps, lr=lr, callback=advance
+            dtype()(v0),
+            est,
+            key=jax.random.PRNGKey(seed),
+            steps=steps,
+            lr=lr,
+            callback=lambda k: advance(completed=int(k)),
         )
         jax.block_until_ready(r)
     landing = study.outcome
     v_final = float(r.theta)
+    if not (math.isfinite(v_final) and lo < v_final <= hi):
+        raise CLIError(
+            f"the descent left the simulated range of v0 ({lo:g}, {hi:g}] m/s (ended at "
+            f"{v_final:.4g}) with --lr {lr:g}: its losses there are not the wall's; lower --lr"
+        )
     x_final = float(landing(v_final))
     hist = r.history
     out = {
@@ -163,6 +226,7 @@ def optimize_cmd(
         "landing_x_final": x_final,
         "success": bool(abs(x_final - study.target) <= study.tolerance),
         "iterations": steps,
+        "dtype": precision_name(),
         "evaluations": int(r.evaluations),
         "history": {
             "v0": np.asarray(hist.theta, float).tolist(),
@@ -172,6 +236,8 @@ def optimize_cmd(
             "evaluations": np.asarray(hist.evaluations).tolist(),
         },
     }
+    inputs = f"--v0 {v0:g} --estimator {estimator} --lr {lr:g} --steps {steps}"
+    require_finite_answer(out, ("v0_final", "loss_final", "landing_x_final"), inputs)
     if json_out:
         print_json(out)
         return

@@ -1,0 +1,125 @@
+"""How big a command line may ask the CLI to compute: memory and time, estimated up front.
+
+Every command estimates, before anything is traced or compiled, the bytes its arrays will
+take (from their shapes: bytes per step or per sample times the count the options ask for)
+and the time it will run (the count times a per-unit cost measured once), and rejects what
+exceeds the limits with one line that says what would be needed:
+
+* memory: half of this machine's physical memory (the rest is for the OS, JAX's compiler
+  and the other programs); a rejected call names both numbers;
+* time: 10 minutes (``DIFFSIM_TIME_LIMIT=<seconds>`` changes it); work estimated at more
+  than a few seconds shows a progress bar;
+* counts: a ``lax.scan`` counts its steps in int32, so no horizon above 2³¹ − 1.
+
+The per-unit costs below were measured on a 2-core AMD EPYC (the slowest machine the CLI is
+run on), in float64 (float32 costs no more), with ``jax.jit(...).lower(...).compile()
+.memory_analysis()`` for the bytes (temporaries + outputs at two sizes; the slope) and the
+median of warm calls for the time.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ._common import CLIError, is_float32
+
+SCAN_MAX = 2**31 - 1
+"""A ``lax.scan`` counts in int32: horizons above this overflow it."""
+
+MEMORY_FRACTION = 0.5
+DEFAULT_TIME_LIMIT_S = 600.0
+
+# --- measured per-unit costs (see the module docstring) ---------------------------------------
+
+JACOBIAN_S_PER_STEP = 2.0e-7
+"""``diffsim jacobian``: the three routes together, per step (1.6e-7 s measured at T = 1e5).
+Their memory does not grow with T (each route carries its product through the scan)."""
+WALL_BYTES_PER_STEP = 100.0
+"""``diffsim wall``: reverse-mode residuals of d loss/d v0, per step (94 B measured)."""
+WALL_S_PER_STEP = 8.0e-6
+"""``diffsim wall``: the four calls (landing x, loss, gradient, clears), per step."""
+BOUNCE_S_PER_STEP = 6.0e-8
+"""``diffsim bounce``: final state + forward-mode Jacobian per step (memory constant)."""
+ESTIMATOR_BYTES_PER_SAMPLE = {"zeroth": 96.0, "first": 176.0, "alpha": 232.0}
+"""``diffsim estimate``: bytes per sample (h = 1/240 s, ~520 steps a sample, vmapped)."""
+ESTIMATOR_S_PER_SAMPLE = {"zeroth": 1.0e-5, "first": 2.0e-5, "alpha": 6.5e-5}
+"""``diffsim estimate``: seconds per sample."""
+ESTIMATOR_S_PER_CALL = {"exact": 2.5e-3, "fd": 1.0e-4}
+"""Estimators without samples: one call (measured 1.2-2.2 ms and 37 µs)."""
+OPTIMIZE_S_PER_STEP = 3.0e-4
+"""``diffsim optimize``: per iteration besides the estimate (Adam, the progress callback);
+measured: alpha, N = 8, 30 000 iterations in 12.4 s with start-up."""
+OPTIMIZE_BYTES_PER_STEP = 64.0
+"""``diffsim optimize``: the history kept per iteration (θ, loss, estimate, σ, counts)."""
+DOCTOR_S_PER_SAMPLE_STEP = 3.5e-5
+"""``diffsim diagnose``: seconds per sample and rollout step (bounce: 1.85 s at 256 × 240)."""
+DOCTOR_BYTES_PER_SAMPLE_STEP = 64.0
+"""``diffsim diagnose``: bytes per sample and rollout step (a state and its tangent)."""
+
+
+def memory_bytes() -> int:
+    """This machine's physical memory in bytes."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 8 * 2**30
+
+
+def memory_limit() -> float:
+    return MEMORY_FRACTION * memory_bytes()
+
+
+def time_limit() -> float:
+    raw = os.environ.get("DIFFSIM_TIME_LIMIT", "")
+    try:
+        value = float(raw) if raw else DEFAULT_TIME_LIMIT_S
+    except ValueError:
+        value = DEFAULT_TIME_LIMIT_S
+    return value if value > 0 else DEFAULT_TIME_LIMIT_S
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_seconds(s: float) -> str:
+    if s >= 3600 * 48:
+        return f"{s / 86400:.3g} days"
+    if s >= 3600:
+        return f"{s / 3600:.3g} h"
+    if s >= 60:
+        return f"{s / 60:.3g} min"
+    return f"{s:.3g} s"
+
+
+def check_cost(what: str, nbytes: float, seconds: float, unit: str = "") -> float:
+    """Reject ``what`` (e.g. ``"--samples 100000000"``) if it needs more memory or time than
+    the limits; return the estimated seconds (for the progress bar)."""
+    scale = 0.5 if is_float32() else 1.0  # float32 arrays take half the bytes
+    nbytes *= scale
+    limit = memory_limit()
+    if nbytes > limit:
+        raise CLIError(
+            f"{what} needs ~{fmt_bytes(nbytes)} of memory{unit}; this machine has "
+            f"{fmt_bytes(memory_bytes())}, limit {fmt_bytes(limit)} (half of it)"
+        )
+    tlimit = time_limit()
+    if seconds > tlimit:
+        raise CLIError(
+            f"{what} would take ~{fmt_seconds(seconds)}{unit}; limit {fmt_seconds(tlimit)} "
+            f"(set DIFFSIM_TIME_LIMIT=<seconds> to allow more)"
+        )
+    return seconds
+
+
+def check_horizon(what: str, steps: float) -> int:
+    """A number of scan steps (possibly computed as a float from h): <= 2³¹ − 1."""
+    if not steps <= SCAN_MAX:  # also catches inf and nan
+        raise CLIError(
+            f"{what} needs {steps:.3g} steps; a rollout runs at most {SCAN_MAX} (2³¹ − 1, "
+            f"its step counter is int32)"
+        )
+    return int(steps)

@@ -1,0 +1,263 @@
+"""Issue 12, the CLI's share: never a silently wrong number (one regression per finding)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+from typer.testing import CliRunner
+
+from diffsim.cli import _limits as limits
+from diffsim.cli import app
+
+runner = CliRunner()
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def strict(text: str):
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def rejected(args: list[str], *words: str) -> str:
+    """Exit 2, exactly one line on stderr, no traceback; return that line."""
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, (args, res.exit_code, res.output)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, (args, res.stderr)
+    assert "Traceback" not in res.output
+    for w in words:
+        assert w in lines[0], (args, lines[0])
+    return lines[0]
+
+
+# --- 1. checked after the cast, never a non-finite answer -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "word"),
+    [
+        (["wall", "--h", "1e308"], "too large"),
+        (["wall", "--h", "1e70"], "steps for the flight"),
+        (["wall", "--h", "1"], "steps for the flight"),
+        (["estimate", "--sigma", "1e-308"], "sigma"),
+        (["jacobian", "--h", "1e308", "--steps", "10"], "too large"),
+        (["bounce", "--h", "1e308"], "too large"),
+        (["--float32", "wall", "--h", "1e-50"], "underflows float32"),
+        (["--float32", "bounce", "--y0", "1e39"], "overflows float32"),
+        (["wall", "--v0", "5e-324"], "underflows float64"),
+    ],
+)
+def test_values_checked_as_the_computation_uses_them(args, word):
+    rejected(args, word)
+
+
+def test_a_non_finite_answer_is_an_error_not_output():
+    from diffsim.cli._common import CLIError, require_finite_answer
+
+    with pytest.raises(CLIError, match="landing_x came out non-finite"):
+        require_finite_answer({"landing_x": float("nan")}, ["landing_x"], "--h 1")
+    require_finite_answer({"landing_x": 6.0}, ["landing_x"], "--h 1")
+
+
+def test_x64_setting_restored_after_a_command():
+    before = jax.config.jax_enable_x64  # pyright: ignore[reportAttributeAccessIssue]
+    res = runner.invoke(app, ["--float32", "jacobian", "--json"])
+    assert res.exit_code == 0, res.output
+    assert strict(res.stdout)["dtype"] == "float32"
+    assert jax.config.jax_enable_x64 == before  # pyright: ignore[reportAttributeAccessIssue]
+
+
+# --- 2. precision: float64 by default, a warning where float32 loses ------------------------
+
+
+def test_jacobian_float64_by_default_is_right_at_1e6_steps():
+    res = runner.invoke(app, ["jacobian", "--steps", "1000000", "--json"])
+    assert res.exit_code == 0, res.output
+    data = strict(res.stdout)
+    assert data["dtype"] == "float64"
+    assert data["product"][0][1] == pytest.approx(1e6 / 60, rel=1e-9)
+    assert res.stderr == ""
+
+
+def test_float32_warns_once_where_it_loses_the_answer():
+    res = runner.invoke(app, ["--float32", "jacobian", "--steps", "1000000", "--json"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr.count("warning:") == 1 and "drop --float32" in res.stderr
+    quiet = runner.invoke(app, ["--float32", "jacobian", "--steps", "100", "--json"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+# --- 3. size limits from memory and time ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["jacobian", "--steps", str(2**31)], ("2147483647",)),
+        (["jacobian", "--steps", "99999999999999999999999"], ("int32",)),
+        (["bounce", "--steps", str(2**31)], ("2147483647",)),
+        (["estimate", "--seed", str(2**32)], ("seed",)),
+        (["estimate", "--seed", "-1"], ("seed",)),
+        (["optimize", "--seed", str(2**40)], ("seed",)),
+        (["diagnose", "--seed", str(2**31 * 4)], ("seed",)),
+        (["diagnose", "--steps", str(2**31)], ("2147483647",)),
+        (["wall", "--h", "1e-9"], ("memory", "this machine has", "limit")),
+        (["estimate", "--samples", "100000000"], ("--samples 100000000", "GB of memory")),
+        (["optimize", "--steps", "100000000"], ("would take", "limit")),
+        (["diagnose", "--samples", "99999999999"], ("memory",)),
+    ],
+)
+def test_limits_reject_with_what_would_be_needed(args, words):
+    rejected(args, *words)
+
+
+def test_time_limit_is_configurable(monkeypatch):
+    monkeypatch.setenv("DIFFSIM_TIME_LIMIT", "1")
+    rejected(["optimize", "--steps", "100000"], "would take", "DIFFSIM_TIME_LIMIT")
+
+
+def test_memory_limit_is_half_the_machine():
+    assert limits.memory_limit() == pytest.approx(0.5 * limits.memory_bytes())
+
+
+def test_wall_bytes_per_step_is_an_upper_bound():
+    """The constant behind ``wall``'s memory limit bounds what XLA reports for the gradient."""
+    from diffsim.systems import projectile_wall as pw
+
+    h = 1 / 2400
+    g = jax.jit(jax.grad(lambda v: pw.loss(v, h=h)))
+    ma = g.lower(jax.numpy.asarray(8.0)).compile().memory_analysis()
+    assert ma is not None
+    assert ma.temp_size_in_bytes <= limits.WALL_BYTES_PER_STEP * pw.num_steps_for(h, 8.0)
+
+
+# --- 5. files and output ----------------------------------------------------------------------
+
+
+def test_plot_defaults_to_the_current_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, ["plot", "bounce"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "bounce.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (tmp_path / "docs").exists()
+    assert str(tmp_path / "bounce.png") in " ".join(res.stdout.split())
+
+
+def test_plot_creates_no_parent_folders(tmp_path):
+    rejected(["plot", "wall", "--out", str(tmp_path / "a" / "b" / "w.png")], "does not exist")
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0 if hasattr(os, "geteuid") else True, reason="root")
+def test_plot_unwritable_fails_before_the_work(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        rejected(["plot", "wall", "--out", str(ro / "w.png")], "not writable")
+    finally:
+        ro.chmod(0o700)
+
+
+def test_plot_unwritable_path_is_one_line():
+    rejected(["plot", "wall", "--out", "/proc/diffsim-test.png"], "not writable")
+
+
+def test_plot_out_must_be_png_file(tmp_path):
+    rejected(["plot", "wall", "--out", str(tmp_path / "w.jpg")], ".png")
+    rejected(["plot", "wall", "--out", str(tmp_path)], "--out")
+
+
+def test_bench_figure_checked_before_the_work(tmp_path):
+    rejected(["bench", "--figure", str(tmp_path / "no" / "f.png")], "does not exist")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["jacobian", "--json"],
+        ["wall", "--json"],
+        ["bounce", "--json"],
+        ["estimate", "--estimator", "zeroth", "--samples", "8", "--json"],
+        ["estimate", "--estimator", "exact", "--json"],
+        ["optimize", "--steps", "5", "--json"],
+    ],
+)
+def test_json_is_strict(args):
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    strict(res.stdout)
+
+
+def test_json_null_with_a_note_instead_of_nan():
+    from diffsim.cli._common import strict_json
+
+    out = strict_json({"alpha": float("nan"), "xs": [1.0, float("inf")], "ok": 1.0})
+    assert out["alpha"] is None and "alpha_note" in out
+    assert out["xs"] == [1.0, None] and "xs_note" in out
+    strict(json.dumps(out, allow_nan=False))
+
+
+# --- every error one line, exit 2 -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["jacobian", "--steps", "abc"],
+        ["jacobian", "--h", "x"],
+        ["wall", "--bogus"],
+        ["plot", "nope"],
+        ["diagnose", "--system", "moon"],
+        ["estimate", "--v0", "100"],
+        ["estimate", "--sigma", "5"],
+        ["nosuchcommand"],
+    ],
+)
+def test_every_error_is_one_line_exit_2(args):
+    rejected(args)
+
+
+def test_real_process_one_line_no_traceback():
+    proc = subprocess.run(
+        [sys.executable, "-m", "diffsim", "wall", "--h", "1e308"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_plot_wrote_path_is_absolute(tmp_path):
+    res = runner.invoke(app, ["plot", "stiff", "--out", str(tmp_path / "s.png")])
+    assert res.exit_code == 0, res.output
+    assert Path(res.stdout.split("wrote", 1)[1].strip().replace("\n", "")).is_absolute()
+
+
+# --- found by the fuzz test ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "word"),
+    [
+        (["bounce", "--vy0", "1.3407807929942597e+154"], "too large"),  # was OverflowError
+        (["--float32", "optimize", "--lr", "6062882422785.0"], "lr"),  # was OverflowError
+        (["optimize", "--lr", "15"], "lr"),
+    ],
+)
+def test_fuzz_findings_are_clean_rejections(args, word):
+    rejected(args, word)
+
+
+def test_diagnose_text_never_prints_a_non_finite_value():
+    res = runner.invoke(app, ["--float32", "diagnose", "--system", "wall", "--sigma", "3.4e18"])
+    assert res.exit_code in (0, 2), res.output
+    if res.exit_code == 0:
+        assert "=nan" not in res.stdout.lower() and "=inf" not in res.stdout.lower()

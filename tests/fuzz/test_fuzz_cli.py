@@ -14,12 +14,14 @@ limit lowered to 5 s so that accepted draws stay quick. The tally (cases / clean
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
 from collections import Counter
 from typing import Any
 
+import jax
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -136,6 +138,9 @@ def _check_json_tree(obj: Any, path: str = "") -> None:
 
 
 def _outcome(command: str, argv: list[str], json_out: bool) -> str:
+    if TALLY["cases"] % 50 == 49:  # thousands of shapes compile in one process: free them
+        jax.clear_caches()
+        gc.collect()
     res = runner.invoke(app, argv)
     TALLY["cases"] += 1
     if res.exit_code == 2:

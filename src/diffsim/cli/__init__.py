@@ -32,8 +32,9 @@ def _root(
     float32: bool = typer.Option(
         False,
         "--float32",
-        help="Compute in float32 (default: float64, measured ~1.1-1.6x slower on a CPU). "
-        "Warns where float32 loses what you asked for.",
+        help="Compute in float32 (default: float64; on a 2-core CPU float64 ran jacobian and "
+        "optimize at the same speed, estimate 2x and wall's gradient at h = 1/24000 ~30x "
+        "slower). Warns where float32 loses what you asked for.",
     ),
 ) -> None:
     """Differentiable simulation that stays trustworthy through contact."""

@@ -141,13 +141,16 @@ def _check_estimator_cli(name: str) -> None:
     out = _cli_json(["estimate", "--v0", "9.0", "-e", name, "--sigma", "0.5", "-n", "16"])
     given = {"sigma": 0.5, "num_samples": 16}
     est = make_estimator(name, **{k: v for k, v in given.items() if cls.takes(k)})
-    r = est(wall_study.wall_loss(), np.float32(9.0), jax.random.PRNGKey(0))
+    r = est(wall_study.wall_loss(), np.float64(9.0), jax.random.PRNGKey(0))  # CLI: float64
     for key, item in r.report().items():
         assert out[key] == pytest.approx(float(item.value), rel=1e-12, nan_ok=True), key
     assert ("sigma" in out) == cls.takes("sigma") and ("samples" in out) == cls.takes("num_samples")
     opt = _cli_json(["optimize", "--v0", "8.0", "-e", name, "--steps", "3", "-n", "4"])
     assert len(opt["history"]["v0"]) == 3
-    assert np.isnan(opt["history"]["sigma"]).all() == (not cls.smoothing)
+    # strict JSON: no σ is null (with a note saying why), never a bare NaN
+    sig = opt["history"]["sigma"]
+    assert all(v is None for v in sig) == (not cls.smoothing)
+    assert all(v is not None and np.isfinite(v) for v in sig) == cls.smoothing
 
 
 def test_estimator_declares_and_reports(estimator_name):

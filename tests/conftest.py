@@ -52,6 +52,41 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("DIFFSIM_FUZZ", "ci"))
 
+
+class _Result:
+    """A CliRunner result whose ``output`` is stdout and stderr together, as in Click 8.2+."""
+
+    def __init__(self, result):
+        self._result = result
+
+    def __getattr__(self, name):
+        return getattr(self._result, name)
+
+    @property
+    def output(self) -> str:
+        return self._result.stdout + self._result.stderr
+
+
+class _Runner:
+    def __init__(self, runner):
+        self._runner = runner
+
+    def invoke(self, *args, **kwargs):
+        return _Result(self._runner.invoke(*args, **kwargs))
+
+
+def cli_runner():
+    """Typer's CliRunner with ``.stdout``, ``.stderr`` and ``.output`` (both) on every Click:
+    older Click (as with the oldest supported Typer) mixes the streams unless told not to,
+    and then leaves stderr out of ``.output``; Click 8.2+ always separates them."""
+    from typer.testing import CliRunner
+
+    try:
+        return _Runner(CliRunner(mix_stderr=False))  # type: ignore[call-arg]
+    except TypeError:
+        return CliRunner()
+
+
 _MARK_BY_FILE = {"test_demo_browser.py": "browser", "test_bench.py": "peers"}
 """Whole files that belong to the separate job (scripts/test-slow): real Chromium, and the
 peer frameworks of the benchmark (Warp, Taichi, PyTorch, the compiled C reference)."""

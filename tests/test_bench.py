@@ -201,11 +201,10 @@ def test_diffsim_bench_cli_quick_json():
 
 
 def test_diffsim_bench_without_benchmarks_folder(tmp_path, monkeypatch):
-    from typer.testing import CliRunner
-
+    from conftest import cli_runner
     from diffsim.cli import _bench, app
 
     monkeypatch.setattr(_bench, "_candidate_roots", lambda: [str(tmp_path)])
-    result = CliRunner().invoke(app, ["bench", "--quick"])
+    result = cli_runner().invoke(app, ["bench", "--quick"])
     assert result.exit_code == 2
     assert "benchmarks/" in result.output

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
+from conftest import cli_runner
 from diffsim.cli import app
 
-runner = CliRunner()
+runner = cli_runner()
 
 
 def _json(args):

@@ -8,12 +8,12 @@ import sys
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import diffsim
+from conftest import cli_runner
 from diffsim.cli import app
 
-runner = CliRunner()
+runner = cli_runner()
 
 
 def test_help_and_version():

@@ -8,13 +8,13 @@ import re
 import jax
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
+from conftest import cli_runner
 from diffsim.cli import app
 from diffsim.estimators import ESTIMATORS, ZerothOrder
 from diffsim.systems import wall_study
 
-runner = CliRunner()
+runner = cli_runner()
 
 
 def _json(args):

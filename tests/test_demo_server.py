@@ -247,7 +247,7 @@ def test_local_hosts_are_answered(client, host):
 
 
 @pytest.mark.parametrize(
-    "host", ["evil.example", "evil.example:8050", "127.0.0.1.nip.io", "10.0.0.7", "", "[::1"]
+    "host", ["evil.example", "evil.example:8050", "127.0.0.1.nip.io", "10.0.0.7", ""]
 )
 def test_other_hosts_are_refused(client, host):
     # DNS rebinding: a page at evil.example whose name now points at 127.0.0.1
@@ -257,6 +257,8 @@ def test_other_hosts_are_refused(client, host):
 
 
 def test_host_check_for_the_bound_host():
+    # a malformed IPv6 host (older werkzeug test clients cannot even build that request)
+    assert not HostCheck.for_bind("127.0.0.1").allows("[::1")
     check = HostCheck.for_bind("192.168.7.9")
     assert check.allows("192.168.7.9:8050") and check.allows("localhost:8050")
     assert not check.allows("10.0.0.7:8050") and not check.allows("evil.example")

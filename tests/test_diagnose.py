@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
+from conftest import cli_runner
 from diffsim import check_grad, diagnose, diagnose_rollout, rollout, rollout_jacobian, systems
 from diffsim.cli import app
 from diffsim.doctor import FLAGS, PRESETS, RULES, battery_table, recommend, run_battery
@@ -225,14 +225,14 @@ def test_cli_systems_are_the_doctor_presets():
     assert list(PRESETS) == list(SYSTEMS)
     assert list(PRESETS)[:6] == ["wall", "bounce", "stiff", "double-pendulum", "pendulum",
                                  "free-particle"]  # fmt: skip
-    out = CliRunner().invoke(app, ["diagnose", "--system", "nope"])
+    out = cli_runner().invoke(app, ["diagnose", "--system", "nope"])
     assert out.exit_code == 2
     message = " ".join(out.output.replace("│", " ").split())
     assert "is not one of " + ", ".join(f"'{name}'" for name in PRESETS) in message
 
 
 def test_cli_diagnose_json_and_bad_input():
-    runner = CliRunner()
+    runner = cli_runner()
     out = runner.invoke(
         app, ["diagnose", "--system", "wall", "--v0", "8", "--json", "--samples", "64"]
     )

@@ -14,6 +14,7 @@ import warnings
 from typing import Any, cast
 
 import jax
+import jax.experimental
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -26,6 +27,13 @@ from diffsim.contact import Plane, Restitution, StopDead, WithContact
 from diffsim.estimators import ESTIMATORS, Exact, FiniteDifference, ZerothOrder, make_estimator
 from diffsim.integrators import SemiImplicitEuler
 from diffsim.systems import _bouncing_ball as bb
+
+# a context manager switching 64-bit mode: jax.enable_x64 in recent JAX, under
+# jax.experimental in the oldest supported (0.4.38)
+_enable_x64 = (
+    jax.enable_x64 if hasattr(jax, "enable_x64") else jax.experimental.enable_x64  # type: ignore[attr-defined]
+)
+
 
 KEY = jax.random.PRNGKey(0)
 
@@ -46,13 +54,13 @@ def _fresh_warnings():
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
 def test_theta_that_overflows_float32_is_refused_naming_theta(name):
-    with jax.enable_x64(False):
+    with _enable_x64(False):
         with pytest.raises(ValueError, match=r"theta must be finite in float32"):
             make_estimator(name)(quad, 1e300, KEY)
 
 
 def test_exact_finding_float32():
-    with jax.enable_x64(False):
+    with _enable_x64(False):
         with pytest.raises(ValueError, match="theta"):
             Exact()(lambda t: (t - 3.0) ** 2, 1e300, KEY)
         # a value float32 holds still works
@@ -61,7 +69,7 @@ def test_exact_finding_float32():
 
 
 def test_step_size_that_underflows_float32_is_refused_naming_h():
-    with jax.enable_x64(False):
+    with _enable_x64(False):
         with pytest.raises(ValueError, match=r"^h must be > 0 in float32"):
             SemiImplicitEuler(lambda x, v, th: 0.0 * x, h=1e-50)
         with pytest.raises(ValueError, match=r"^h must be finite in float32"):
@@ -91,21 +99,21 @@ def test_step_size_that_underflows_float32_is_refused_naming_h():
     ],
 )
 def test_every_entry_point_checks_the_value_it_computes_with(call, name):
-    with jax.enable_x64(False):
+    with _enable_x64(False):
         with pytest.raises(ValueError, match="^" + re.escape(name)):
             call()
 
 
 def test_adjoint_cotangent_checked_in_the_state_dtype():
     sys = diffsim.systems.free_particle(h=0.1)
-    with jax.enable_x64(False):
+    with _enable_x64(False):
         s0 = tuple(jnp.asarray(a, jnp.float32) for a in sys.s0)
         with pytest.raises(ValueError, match="cotangent"):
             diffsim.adjoint_vjp(sys.step, s0, sys.theta, 3, (np.float64(1e300), 0.0))
 
 
 def test_diagnose_blames_theta_not_sigma():
-    with jax.enable_x64(False):
+    with _enable_x64(False):
         with pytest.raises(ValueError) as info:
             diffsim.diagnose(quad, 1e300, KEY)
     assert str(info.value).startswith("theta") and "sigma" not in str(info.value)
@@ -223,7 +231,7 @@ def test_float32_horizon_warns_once_naming_num_steps():
 
 
 def test_float32_underflow_of_theta_warns_once():
-    with jax.enable_x64(False), warnings.catch_warnings(record=True) as caught:
+    with _enable_x64(False), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         Exact()(quad, np.float64(1e-50), KEY)
         Exact()(quad, np.float64(1e-50), KEY)

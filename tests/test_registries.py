@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jaxtyping import Array
-from typer.testing import CliRunner
 
+from conftest import cli_runner
 from diffsim import rollout, systems
 from diffsim.app._model import ESTIMATOR_LABELS, PAGE_ESTIMATORS
 from diffsim.cli import app
@@ -32,7 +32,7 @@ from diffsim.estimators.base import flatten_loss, make_result, mean_and_stats
 from diffsim.integrators import SemiImplicitEuler
 from diffsim.systems import SYSTEMS, LossProblem, RolloutProblem, System, SystemSpec, wall_study
 
-runner = CliRunner()
+runner = cli_runner()
 
 
 # --- the worked examples of CONTRIBUTING.md ---------------------------------------------------

@@ -25,11 +25,11 @@ import jax
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
+from conftest import cli_runner
 from diffsim.cli import app
 
-runner = CliRunner()
+runner = cli_runner()
 TALLY: Counter[str] = Counter()
 
 FLOATS_ODD = [

@@ -24,8 +24,16 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from typer import _click as click  # Typer's own Click (its exceptions)
+
+try:  # recent Typer vendors its own Click: its exceptions are the ones raised
+    from typer import _click as click  # type: ignore[attr-defined]
+except ImportError:  # older Typer (the oldest supported, 0.15.4) uses the click package
+    import click
 from typer.core import TyperGroup
+
+# Click >= 8.2 raises this for a group called without a command; older Click prints the help
+# itself (an empty tuple catches nothing)
+_NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)
@@ -92,7 +100,7 @@ class _OneLineErrors(TyperGroup):
                     **extra,
                 )
             _flush_warnings(caught)
-        except click.exceptions.NoArgsIsHelpError as err:
+        except _NO_ARGS_IS_HELP as err:
             err.show()
             sys.exit(2)
         except click.ClickException as err:

@@ -97,15 +97,21 @@ def stiff_contact_jacobian_norm(
     """
     num_steps = check_int("num_steps", num_steps)
     sys = stiff_contact(h=h, y0=y0, **kwargs)
-    k = jnp.asarray(k, jnp.result_type(k, float))
-    check_positive("k", k)
 
-    def one(kk):
-        theta = dict(sys.theta, k=kk)
+    def one(theta):
         J, _ = rollout_jacobian(sys.step, sys.s0, theta, num_steps, method="autodiff")
         return jnp.linalg.norm(J, 2)
 
-    return jax.vmap(one)(k.ravel()).reshape(k.shape)
+    return _per_stiffness(sys, k, one)
+
+
+def _per_stiffness(sys: System, k, fn):
+    """``fn(θ)`` for θ = the system's parameters with each stiffness of ``k`` (``vmap``),
+    every output leaf shaped like ``k``."""
+    k = jnp.asarray(k, jnp.result_type(k, float))
+    check_positive("k", k)
+    out = jax.vmap(lambda kk: fn(dict(sys.theta, k=kk)))(k.ravel())
+    return jax.tree_util.tree_map(lambda a: a.reshape(k.shape), out)
 
 
 def stiff_contact_bounce_report(
@@ -121,20 +127,16 @@ def stiff_contact_bounce_report(
     """
     num_steps = check_int("num_steps", num_steps)
     sys = stiff_contact(h=h, y0=y0, **kwargs)
-    k = jnp.asarray(k, jnp.result_type(k, float))
-    check_positive("k", k)
 
-    def one(kk):
-        theta = dict(sys.theta, k=kk)
+    def one(theta):
         y, v = rollout(sys.step, sys.s0, theta, num_steps)
         e0 = stiff_contact_energy((y[0], v[0]), theta)
         eT = stiff_contact_energy((y[-1], v[-1]), theta)
         return {
             "energy_ratio": eT / e0,
             "steps_in_contact": jnp.sum(y < 0),
-            "contact_duration_steps": math.pi * jnp.sqrt(theta["m"] / kk) / h,
+            "contact_duration_steps": math.pi * jnp.sqrt(theta["m"] / theta["k"]) / h,
             "max_penetration": jnp.max(jnp.maximum(-y, 0.0)),
         }
 
-    out = jax.vmap(one)(k.ravel())
-    return {name: a.reshape(k.shape) for name, a in out.items()}
+    return _per_stiffness(sys, k, one)

@@ -224,19 +224,14 @@ def optimize_wall(
             raise ValueError(f"temperature needs model='stepped', got model={model!r}")
         check_positive("temperature", temperature)
         tau_end = jnp.minimum(sigma_end, temperature) if anneal else temperature
-        return optimize(
+        loss, extra = (
             pw.smoothed_loss,
-            theta0,
-            estimator,
-            steps=steps,
-            key=key,
-            optimizer=optimizer,
-            sigma_schedule=schedule,
-            temperature_schedule=CosineAnneal(temperature, tau_end, steps),
-            callback=callback,
+            {"temperature_schedule": CosineAnneal(temperature, tau_end, steps)},
         )
+    else:
+        loss, extra = wall_loss(model), {}
     return optimize(
-        wall_loss(model),
+        loss,
         theta0,
         estimator,
         steps=steps,
@@ -244,4 +239,5 @@ def optimize_wall(
         optimizer=optimizer,
         sigma_schedule=schedule,
         callback=callback,
+        **extra,
     )

@@ -53,7 +53,24 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--long-max-steps", type=int, default=10**6)
     p.add_argument("--figure", default=None, help="write the throughput figure (PNG) here")
     p.add_argument("--mem-child", nargs=4, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    # bad values are usage errors: one line and exit status 2, like argparse's own
+    known = H.FRAMEWORKS + H.EXTRA_FRAMEWORKS
+    unknown = {f.strip() for f in args.frameworks.split(",") if f.strip()} - set(known)
+    if unknown:
+        p.error(f"--frameworks: unknown {sorted(unknown)}; choose from {', '.join(known)}")
+    if args.rounds is not None and args.rounds < 1:
+        p.error(f"--rounds must be >= 1, got {args.rounds}")
+    if args.steps is not None and args.steps < 1:
+        p.error(f"--steps must be >= 1, got {args.steps}")
+    if args.sizes:
+        try:
+            sizes = [int(v) for v in args.sizes.split(",")]
+        except ValueError:
+            p.error(f"--sizes must be comma-separated integers >= 1, got {args.sizes!r}")
+        if min(sizes) < 1:
+            p.error(f"--sizes must be comma-separated integers >= 1, got {args.sizes!r}")
+    return args
 
 
 def run(argv: list[str] | None = None, log=None) -> dict:
@@ -80,13 +97,7 @@ def run(argv: list[str] | None = None, log=None) -> dict:
     )
     steps = args.steps or (200 if quick else 1000)
     rounds = args.rounds or (QUICK_ROUNDS if quick else ROUNDS)
-    if rounds < 1:
-        raise SystemExit(f"--rounds must be >= 1, got {rounds}")
     frameworks = tuple(f.strip() for f in args.frameworks.split(",") if f.strip())
-    known = H.FRAMEWORKS + H.EXTRA_FRAMEWORKS
-    unknown = set(frameworks) - set(known)
-    if unknown:
-        raise SystemExit(f"unknown frameworks {sorted(unknown)}; choose from {known}")
     results: dict = {
         "command": "python -m benchmarks " + " ".join(argv if argv is not None else sys.argv[1:]),
         "versions": H.versions(),

@@ -133,7 +133,7 @@ def test_wall_bytes_per_step_is_an_upper_bound():
     from diffsim.systems import projectile_wall as pw
 
     h = 1 / 2400
-    g = jax.jit(jax.grad(lambda v: pw.loss(v, h=h)))
+    g = jax.jit(jax.grad(lambda v: pw.loss(v, h=h, v0_max=pw.V0_MAX)))  # as `wall` does
     ma = g.lower(jax.numpy.asarray(8.0)).compile().memory_analysis()
     assert ma is not None
     assert ma.temp_size_in_bytes <= limits.WALL_BYTES_PER_STEP * pw.num_steps_for(h, 8.0)
@@ -261,3 +261,34 @@ def test_diagnose_text_never_prints_a_non_finite_value():
     assert res.exit_code in (0, 2), res.output
     if res.exit_code == 0:
         assert "=nan" not in res.stdout.lower() and "=inf" not in res.stdout.lower()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bounce", "--h", "1e70", "--steps", "3"],
+        ["bounce", "--vy0", "-1e70"],
+        ["bounce", "--h", "0.1"],  # t* = 0.361 s: at most 0.0902 s
+    ],
+)
+def test_bounce_step_must_resolve_the_first_impact(args):
+    res = cli_runner().invoke(app, args)
+    assert res.exit_code == 2
+    assert "does not resolve the flight to the first impact" in res.output
+
+
+def test_bounce_coarse_step_that_resolves_the_impact_still_runs():
+    res = cli_runner().invoke(
+        app, ["bounce", "--y0", "1", "--vy0", "-1", "--g", "0", "--h", "0.125", "--steps", "16"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "-0.8" in res.output  # ∂y/∂y₀ = −e, the closed form
+
+
+def test_benchmark_usage_errors_exit_2():
+    for args in (["--frameworks", "nope"], ["--sizes", "0"], ["--rounds", "0"]):
+        res = subprocess.run(
+            [sys.executable, "-m", "benchmarks", *args], capture_output=True, text=True
+        )
+        assert res.returncode == 2, (args, res.stderr)
+        assert "error:" in res.stderr

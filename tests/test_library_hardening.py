@@ -321,3 +321,62 @@ def test_checkpoint_non_integers_are_refused(bad):
     # integers still work, numpy ones too
     out = diffsim.rollout(lambda s, p: s * p, 1.0, 2.0, 5, checkpoint=cast(Any, [np.int64(2)]))
     assert float(out[-1]) == 32.0
+
+
+# --- the fuzzer's second round: defects found by the CLI/library fuzz profiles -------------
+
+
+def test_traced_wall_ball_beyond_the_horizon_is_nan_not_mid_air():
+    """A traced v0 fixes the rollout's length at V0_TRACED_MAX; within it the traced and
+    concrete answers agree; beyond it the ball has not landed, and the answer (and its
+    gradient) is NaN, never the x of a ball still in flight."""
+    from diffsim.systems import projectile_wall as pw
+
+    for v0 in (14.7, 20.0, 23.5):  # the old horizon (14 m/s) ended these balls in mid-air
+        traced = float(jax.jit(pw.landing_x)(v0))
+        assert traced == pytest.approx(float(pw.landing_x(v0)), rel=1e-6)
+        assert traced == pytest.approx(float(pw.landing_x_closed_form(v0)), rel=5e-3)
+    assert np.isnan(float(jax.jit(pw.landing_x)(40.0)))
+    assert np.isnan(float(jax.jit(jax.grad(pw.loss))(40.0)))
+    # an estimator's samples near the demo's range stay inside the horizon
+    est = make_estimator("zeroth", sigma=1.5, num_samples=256)
+    assert np.isfinite(float(est(pw.loss, 14.0, KEY).estimate))
+
+
+def test_wall_flight_longer_than_a_rollout_is_refused_naming_v0_and_h():
+    from diffsim.systems import projectile_wall as pw
+
+    with pytest.raises(ValueError, match=r"^v0 = 1e\+30 m/s with h = .* steps to land"):
+        pw.landing_x(1e30)
+    with pytest.raises(ValueError, match=r"^v0 = .* with h = 1e-12 s needs"):
+        pw.trajectory(8.0, h=1e-12)
+
+
+def test_rollout_refuses_more_steps_than_a_scan_takes():
+    with pytest.raises(ValueError, match=r"^num_steps must be an integer in \[1, 2147483647\]"):
+        diffsim.rollout(lambda s, p: s * p, 1.0, 2.0, 2**31)
+
+
+def test_time_overflow_warning_says_overflow():
+    step = SemiImplicitEuler(lambda x, v, p: -x, h=1e308)
+    with pytest.warns(RuntimeWarning, match=r"overflows float64"):
+        warn_time_resolution(step, 10, (jnp.zeros((), jnp.float64), jnp.zeros((), jnp.float64)))
+
+
+@pytest.mark.parametrize("sigma", [1e-30, 1e-9])
+def test_diagnose_refuses_a_sigma_below_thetas_resolution(sigma):
+    with _enable_x64(False):
+        with pytest.raises(ValueError, match=r"^sigma must be >= 7.63e-06 to perturb theta"):
+            diffsim.diagnose(quad, 1.0, KEY, sigma=sigma)
+
+
+def test_no_doctor_flag_rests_on_non_finite_statistics():
+    """NaN within σ: only ``non_finite`` is raised (it used to add a ``jump`` read off
+    NaN ≠ NaN), and every evidence number of a raised flag other than it is finite."""
+    nan_beyond = lambda t: jnp.where(t > 1.05, jnp.nan, (t - 3.0) ** 2)  # noqa: E731
+    d = diffsim.diagnose(nan_beyond, 1.0, KEY, sigma=0.1)
+    assert d.flag_names == ("non_finite",)
+    assert "smaller σ" in d.recommendation
+    with _enable_x64(False):  # (θ + σw − 3)² overflows float32
+        overflow = diffsim.diagnose(quad, 1.0, KEY, sigma=1e30)
+    assert overflow.flag_names == ("non_finite",)

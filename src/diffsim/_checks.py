@@ -114,12 +114,17 @@ def as_used(name: str, value: Any, dtype: Any = None) -> np.ndarray:
     return out
 
 
-def check_int(name: str, value: Any, *, minimum: int = 1) -> int:
-    """Return ``value`` as an int, or raise ``ValueError`` naming ``name``."""
+INT32_MAX = int(np.iinfo(np.int32).max)
+"""The largest loop length XLA's ``scan``/``fori_loop`` counters hold (2³¹ − 1)."""
+
+
+def check_int(name: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """Return ``value`` as an int, or raise ``ValueError`` naming ``name`` and the range."""
+    accepted = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+        raise TypeError(f"{name} must be an integer {accepted}, got {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be an integer {accepted}, got {value}")
     return int(value)
 
 

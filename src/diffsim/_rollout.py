@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import as_arrays, check_int, check_same_structure, is_concrete, warn_once
+from ._checks import INT32_MAX, as_arrays, check_int, check_same_structure, is_concrete, warn_once
 from ._coords import stack_last, unstack
 from ._types import Inputs, Params, State
 
@@ -232,7 +232,7 @@ def prepare(step, s0, theta, num_steps, inputs, *, check: bool = True, floating:
     """
     if not callable(step):
         raise TypeError(f"step must be callable, got {step!r}")
-    num_steps = check_int("num_steps", num_steps, minimum=1)
+    num_steps = check_int("num_steps", num_steps, minimum=1, maximum=INT32_MAX)
     # checked as the computation uses them: converted to their JAX dtypes first (1e300 is
     # refused in float32); with ``floating`` (the Jacobian routes differentiate them),
     # integer leaves become floats
@@ -280,8 +280,16 @@ def warn_time_resolution(step: Any, num_steps: int, s0: State) -> None:
         return
     dtype = np.dtype(min((a.dtype for a in leaves), key=lambda d: np.dtype(d).itemsize))
     h = float(h)
-    end = dtype.type(num_steps * h)
-    if not np.isfinite(end) or h < TIME_RESOLUTION * float(np.spacing(np.abs(end))):
+    with np.errstate(over="ignore"):
+        end = dtype.type(num_steps * h)
+    if not np.isfinite(end):
+        warn_once(
+            f"time-overflow:{dtype}",
+            f"num_steps={num_steps} with h={h:g}: the end time T·h = {num_steps * h:g} "
+            f"overflows {dtype} (largest {float(np.finfo(dtype).max):.4g}); anything that "
+            f"accumulates time is inf. Use a smaller h or fewer steps.",
+        )
+    elif h < TIME_RESOLUTION * float(np.spacing(np.abs(end))):
         warn_once(
             f"time:{dtype}",
             f"num_steps={num_steps} with h={h:g}: {dtype} cannot resolve one step at the end "

@@ -91,7 +91,9 @@ def wall(
         advance()
         loss = float(pw.loss(v, h=h, smoothing=smoothing))
         advance()
-        grad = float(jax.grad(lambda u: pw.loss(u, h=h, smoothing=smoothing))(v))
+        # v0 is traced under grad: state the horizon (the forward pass's) explicitly
+        v_max = max(pw.V0_MAX, v0)
+        grad = float(jax.grad(lambda u: pw.loss(u, h=h, smoothing=smoothing, v0_max=v_max))(v))
         advance()
         clears = bool(pw.clears_wall(v, h=h))
         advance()
@@ -122,6 +124,30 @@ def wall(
     console.print(f"{label:<16} {grad:.4g}")
 
 
+MIN_APPROACH_STEPS = 4
+"""``bounce``: a time step longer than this fraction of the time to the first impact is
+rejected (one step would jump over the approach the gradients are about)."""
+
+
+def _check_bounce_h(h: float, y0: float, vy0: float, g: float) -> None:
+    """Reject a step that does not resolve the flight to the first impact, or one that
+    leaves the ground's time scale (√(2 y0 / g)) unresolved."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        w = math.sqrt(vy0 * vy0 + 2 * g * y0) if math.isfinite(vy0 * vy0 + 2 * g * y0) else math.inf
+        if vy0 > 0:  # rising first: (vy0 + w)/g, the form without cancellation
+            t_impact = (vy0 + w) / g if g > 0 else math.inf
+        else:
+            t_impact = 2 * y0 / (w - vy0) if w - vy0 > 0 else math.inf
+    if t_impact == math.inf:
+        return  # never lands (g = 0, moving up): nothing to resolve
+    if not h <= t_impact / MIN_APPROACH_STEPS:
+        raise CLIError(
+            f"h = {h:g} s does not resolve the flight to the first impact at t* = "
+            f"{t_impact:.4g} s: h must be <= t*/{MIN_APPROACH_STEPS} = "
+            f"{t_impact / MIN_APPROACH_STEPS:.4g} s, or the answer is the discretisation's"
+        )
+
+
 @app.command()
 def bounce(
     y0: float = typer.Option(1.0, "--y0", help="Initial height in m (> 0)."),
@@ -147,6 +173,7 @@ def bounce(
         raise CLIError(f"y0 must be finite and > 0 (above the ground), got {y0}")
     if steps < 1:
         raise CLIError(f"steps must be an integer >= 1, got {steps}")
+    _check_bounce_h(h, y0, vy0, g)
     steps = check_horizon(f"--steps {steps}", steps)
     seconds = check_cost(f"--steps {steps}", 0.0, steps * BOUNCE_S_PER_STEP)
     warn_float32_steps("the rollout", steps)

@@ -206,6 +206,29 @@ def _sample(loss, theta, key, sigma, num_samples, rel_steps, num_directions):
     }
 
 
+MIN_SIGMA_SPACINGS = 64
+"""σ must be at least this many float spacings of θ's largest component (in θ's dtype):
+below it, θ + σw rounds to a handful of values and the zeroth-order samples are rounding
+noise (at σ below one spacing all exactly 0, with standard error 0), which the doctor would
+read as a disagreement with the first-order samples."""
+
+
+def check_resolves(name: str, sigma: float, x: Any) -> None:
+    """Raise ``ValueError`` when perturbations of scale ``sigma`` are below what ``x``'s
+    dtype resolves at its magnitude (:data:`MIN_SIGMA_SPACINGS` spacings)."""
+    big = float(jnp.max(jnp.abs(x))) if x.size else 0.0
+    dtype = np.dtype(x.dtype)
+    least = MIN_SIGMA_SPACINGS * float(np.spacing(dtype.type(big)))
+    if sigma < least:
+        raise ValueError(
+            f"{name} must be >= {least:.3g} to perturb theta in {dtype} (|theta| up to "
+            f"{big:.4g}, float spacing {float(np.spacing(dtype.type(big))):.3g}: smaller "
+            f"perturbations round back to theta), got {sigma:g}"
+            + ("; or use float64 (jax.config.update('jax_enable_x64', True))"
+               if dtype.itemsize < 8 else "")
+        )  # fmt: skip
+
+
 def measure(
     loss: Callable[[Any], Any],
     theta: Any,
@@ -231,6 +254,7 @@ def measure(
         sigma = 0.05 * max(1.0, float(jnp.max(jnp.abs(x))))
     check_positive("sigma", sigma, x.dtype)  # in the dtype the samples use
     sigma = float(sigma)
+    check_resolves("sigma", sigma, x)
     n, d = num_samples, x.shape[0]
     raw = _sample(
         loss, theta, key, jnp.asarray(sigma, x.dtype), num_samples, jnp.asarray(rel_steps),

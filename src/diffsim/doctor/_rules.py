@@ -130,7 +130,9 @@ def _non_finite(m: Measurements, t: Thresholds) -> Flag | None:
 def _non_finite_advice(flags: frozenset, sigma: float) -> str:
     return (
         "fix the non-finite values first: guard switch points with the double-where "
-        "pattern and check the model's domain; no estimator can average over NaN"
+        "pattern and check the model's domain (if the loss is finite at theta, NaN or inf "
+        f"within σ = {sigma:.3g} of it means the perturbations leave that domain: use a "
+        "smaller σ); no estimator can average over NaN"
     )
 
 
@@ -276,10 +278,22 @@ RULES: tuple[Rule, ...] = (NON_FINITE, PLATEAU, JUMP, STIFFNESS, CHAOS)
 FLAGS: tuple[str, ...] = tuple(r.name for r in RULES)
 
 
+def _finite_evidence(flag: Flag) -> bool:
+    return all(np.all(np.isfinite(np.asarray(v, dtype=float))) for v in flag.evidence.values())
+
+
 def decide(m: Measurements, thresholds: Thresholds) -> tuple[Flag, ...]:
-    """The flags the measurements raise, in :data:`FLAGS` order."""
+    """The flags the measurements raise, in :data:`FLAGS` order.
+
+    No flag rests on a non-finite statistic: a flag (other than ``non_finite``, whose
+    evidence is the finiteness itself) whose evidence holds a NaN or an inf is not raised.
+    NaN ≠ NaN would otherwise read as "first- and zeroth-order disagree" (``jump``) and send
+    the user to estimators that average the same NaN.
+    """
     flags = (rule.test(m, thresholds) for rule in RULES)
-    return tuple(f for f in flags if f is not None)
+    return tuple(
+        f for f in flags if f is not None and (f.name == "non_finite" or _finite_evidence(f))
+    )
 
 
 def recommend(flags: Iterable[str], sigma: float) -> str:

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_in_range, check_int, check_positive, is_concrete
+from .._checks import INT32_MAX, check_in_range, check_int, check_positive, is_concrete
 from .._rollout import rollout
 from ..contact import Plane, StopDead, WithContact
 from ..integrators import SemiImplicitEuler
@@ -92,6 +92,11 @@ def optimal_v0(*, g=G, angle=ANGLE, target=TARGET):
 
 DEFAULT_H = 1 / 240
 V0_MAX = 14.0
+"""The fastest launch of the demo (its slider's end, the CLI's accepted range)."""
+V0_TRACED_MAX = 24.0
+"""The fastest ball a rollout covers when v0 is traced (samples of the estimators around
+:data:`V0_MAX`, with σ up to 1.5 m/s, stay below it with probability 1 − 3·10⁻¹²); a traced
+ball still in flight at the end gives NaN, never a position short of its landing."""
 
 
 def _gravity(x, v, theta):
@@ -145,40 +150,66 @@ def _check_smoothing(smoothing):
     return smoothing
 
 
-def num_steps_for(h: float, v0=None, *, g: float = G, angle: float = ANGLE) -> int:
+def num_steps_for(
+    h: float, v0=None, *, g: float = G, angle: float = ANGLE, v0_max: float | None = None
+) -> int:
     r"""Number of steps that covers the flight of the fastest ball considered.
 
-    Flight time :math:`2 v \sin α / g` for :math:`v = \max(14, v_0)` (14 m/s when v0 is
-    traced), plus 5 % and two steps of margin.
+    Flight time :math:`2 v \sin α / g` for :math:`v = \max(14, v_0)` when v0 is concrete
+    (:data:`V0_TRACED_MAX` = 24 m/s when it is traced, or ``v0_max`` when given), plus 5 %
+    and two steps of margin.
+
+    Raises:
+        ValueError: the flight needs more than 2³¹ − 1 steps (XLA's loop limit), naming
+            ``v0`` and ``h``.
     """
     v_max = V0_MAX
-    if v0 is not None and is_concrete(v0):
-        v_max = max(v_max, float(np.max(np.asarray(v0))))
-    return math.ceil(1.05 * 2 * v_max * math.sin(angle) / g / h) + 2
+    if v0_max is not None:
+        check_positive("v0_max", v0_max)
+        v_max = float(v0_max)
+    elif v0 is None or is_concrete(v0):
+        v_max = max(v_max, float(np.max(np.asarray(v0)))) if v0 is not None else v_max
+    else:
+        v_max = V0_TRACED_MAX
+    steps = 1.05 * 2 * v_max * math.sin(angle) / g / h + 2
+    if not steps <= INT32_MAX:
+        raise ValueError(
+            f"v0 = {v_max:g} m/s with h = {h:g} s needs {steps:.4g} steps to land, more "
+            f"than a rollout takes (2³¹ − 1 = {INT32_MAX}); use a smaller v0 or a larger h"
+        )
+    return math.ceil(steps)
 
 
 @functools.partial(jax.jit, static_argnames=("num_steps", "smoothed", "keep"))
 def _simulate(v0, h, tau, num_steps, smoothed, keep):
     """The rollout of :func:`wall_step` from :func:`launch_state` (a scalar v0): the final
-    position, or with ``keep`` the positions at every step (leading axis num_steps + 1)."""
+    position, or with ``keep`` the positions at every step (leading axis num_steps + 1).
+
+    A ball still moving at the end has not landed (a traced v0 beyond the horizon of
+    :func:`num_steps_for`): its final position is NaN, not a point in mid-air.
+    """
     dtype = v0.dtype
     step = wall_step(jnp.asarray(h, dtype), smoothing=jnp.asarray(tau, dtype) if smoothed else None)
     theta = {"g": jnp.asarray(G, dtype)}
-    out = rollout(step, launch_state(v0), theta, num_steps, trajectory=keep)
-    return out[0]
+    pos, vel = rollout(step, launch_state(v0), theta, num_steps, trajectory=keep)
+    if keep:
+        return pos
+    return pos * jnp.where(jnp.all(vel == 0), 1.0, jnp.nan).astype(dtype)  # NaN value and gradient
 
 
-def _final_position(v0, h, smoothing):
+def _final_position(v0, h, smoothing, v0_max=None):
     v0 = _check_v0(v0)
     h = _check_h(h)
-    n = num_steps_for(h, v0)
+    n = num_steps_for(h, v0, v0_max=v0_max)
     smoothed = smoothing is not None
     tau = smoothing if smoothed else 0.0
     f = jnp.vectorize(lambda v: _simulate(v, h, tau, n, smoothed, False), signature="()->(k)")
     return f(v0)
 
 
-def landing_x(v0, *, h: float = DEFAULT_H, smoothing: float | None = None):
+def landing_x(
+    v0, *, h: float = DEFAULT_H, smoothing: float | None = None, v0_max: float | None = None
+):
     r"""Where the time-stepped ball ends (m): its landing x, or the wall's x = 6 if blocked.
 
     The final x of a :func:`diffsim.rollout` of :func:`wall_step` (semi-implicit Euler with
@@ -204,6 +235,11 @@ def landing_x(v0, *, h: float = DEFAULT_H, smoothing: float | None = None):
         h: time step in seconds (> 0, a Python float: it fixes the number of scan steps).
         smoothing: temperature τ in metres (> 0; may be traced) or ``None`` for the hard
             wall.
+        v0_max: the fastest launch the rollout must cover (m/s; it fixes the number of
+            steps). Default: ``max(14, v0)`` for a concrete v0, :data:`V0_TRACED_MAX` for
+            a traced one (under ``jit``, ``grad``, ``vmap``), whose longer rollout costs
+            1.7× as much: pass ``v0_max`` when you know the bound. A ball still in flight
+            at the end (v0 above the bound) gives NaN.
 
     Returns:
         Landing x in metres, shaped like v0.
@@ -213,7 +249,7 @@ def landing_x(v0, *, h: float = DEFAULT_H, smoothing: float | None = None):
         >>> round(float(pw.landing_x(8.0)), 2), bool(pw.clears_wall(8.0))
         (6.0, False)
     """
-    return _final_position(v0, h, _check_smoothing(smoothing))[..., 0]
+    return _final_position(v0, h, _check_smoothing(smoothing), v0_max)[..., 0]
 
 
 def clears_wall(v0, *, h: float = DEFAULT_H):
@@ -221,7 +257,14 @@ def clears_wall(v0, *, h: float = DEFAULT_H):
     return landing_x(v0, h=h) > WALL_X
 
 
-def loss(v0, *, h: float = DEFAULT_H, smoothing: float | None = None, target: float = TARGET):
+def loss(
+    v0,
+    *,
+    h: float = DEFAULT_H,
+    smoothing: float | None = None,
+    target: float = TARGET,
+    v0_max: float | None = None,
+):
     r"""The article's loss :math:`(x - 10)^2` of the time-stepped (or smoothed) landing x.
 
     ``jax.grad(loss)(v0)`` is exactly 0 on the plateau (7.67 < v0 < 9.396), finite on both
@@ -233,7 +276,7 @@ def loss(v0, *, h: float = DEFAULT_H, smoothing: float | None = None, target: fl
         >>> round(float(pw.loss(8.0)), 2), float(jax.grad(pw.loss)(8.0))
         (16.0, 0.0)
     """
-    return (landing_x(v0, h=h, smoothing=smoothing) - target) ** 2
+    return (landing_x(v0, h=h, smoothing=smoothing, v0_max=v0_max) - target) ** 2
 
 
 def smoothed_loss(v0, tau: float, *, h: float = DEFAULT_H, target: float = TARGET):

@@ -258,8 +258,13 @@ def test_optimizer_that_is_not_a_gradient_transformation(bad):
 
 
 def test_sigma_of_the_wrong_shape_is_refused_clearly():
-    with pytest.raises(ValueError, match=r"^sigma must be a scalar"):
-        ZerothOrder(sigma=jnp.ones(3))
+    # σ per component is accepted; one that does not fit θ is refused at the call, naming σ
+    with pytest.raises(ValueError, match=r"^sigma: a leaf of shape \(3,\) does not broadcast"):
+        ZerothOrder(sigma=jnp.ones(3))(quad, jnp.zeros(2), KEY)
+    with pytest.raises(ValueError, match=r"^sigma must be .* with theta's structure"):
+        ZerothOrder(sigma={"a": 0.1})(quad, jnp.zeros(2), KEY)
+    with pytest.raises(ValueError, match=r"^sigma\['a'\] must be finite and > 0"):
+        ZerothOrder(sigma={"a": -0.1})
     with pytest.raises(ValueError, match=r"^sigma_schedule must return a scalar"):
         diffsim.optimize(
             quad,

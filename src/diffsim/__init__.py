@@ -29,6 +29,8 @@ from ._optimize import cosine_anneal as cosine_anneal
 from ._optimize import optimize as optimize
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
+from ._sigma import Relative as Relative
+from ._sigma import sigma_vector as sigma_vector
 from .doctor import Diagnosis as Diagnosis
 from .doctor import GradCheck as GradCheck
 from .doctor import check_grad as check_grad
@@ -46,6 +48,7 @@ __all__ = [
     "Gradient",
     "OptimizeHistory",
     "OptimizeResult",
+    "Relative",
     "Schedule",
     "__version__",
     "adjoint_vjp",
@@ -62,6 +65,7 @@ __all__ = [
     "optimize",
     "rollout",
     "rollout_jacobian",
+    "sigma_vector",
     "step_jacobian",
     "systems",
     "value_and_grad",

@@ -14,6 +14,7 @@ from jaxtyping import Array, PyTree
 
 from ._checks import as_arrays, as_used, check_int, check_key, check_positive, default_float
 from .estimators import Estimator, GradientEstimate
+from ._sigma import sigma_vector
 
 Schedule = Callable[[Array], Array]
 """A schedule ``step -> value`` (any callable of the step index; Optax schedules work)."""
@@ -27,7 +28,8 @@ class OptimizeHistory(eqx.Module):
         loss: L(θ_k) (monitoring only: not counted in ``evaluations``).
         estimate: the :class:`GradientEstimate` of step k (every field stacked).
         evaluations: cumulative simulator evaluations (loss + gradient) after step k.
-        sigma: σ_k used by the estimator (NaN for estimators without σ).
+        sigma: σ_k used by the estimator (its largest component when σ is per component;
+            NaN for estimators without σ).
         temperature: the smoothing temperature τ_k passed to the loss (NaN if none).
     """
 
@@ -82,7 +84,8 @@ def _optimize(
         k, step_key = inputs
         est, sigma = estimator, jnp.asarray(jnp.nan, dtype)
         if sigma0 is not None:
-            sigma = jnp.asarray(sigma0, dtype)
+            # recorded as one number: σ, or its largest component when per component
+            sigma = jnp.max(sigma_vector(sigma0, theta)).astype(dtype)
             if sigma_schedule is not None:
                 sigma = _positive_in_loop("sigma_schedule", sigma_schedule(k), dtype)
                 est = estimator.with_sigma(sigma)

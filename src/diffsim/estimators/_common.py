@@ -7,8 +7,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from .._checks import as_arrays, check_int, check_key, check_positive, is_concrete, warn_once
+from .._sigma import sigma_vector
 
 
 def positive_field(name: str, value: Any) -> Any:
@@ -46,24 +48,21 @@ def warn_resolution(name: str, scale: Any, theta: Any) -> None:
     """Warn once when a perturbation of size ``scale`` (σ, the finite-difference step) is
     below what θ's dtype resolves at θ's magnitude: ``θ ± scale`` rounds back to θ there,
     so the estimate sees no change and returns 0 (or noise)."""
-    if not is_concrete(scale):
+    if not all(is_concrete(a) for a in jax.tree_util.tree_leaves((scale, theta))):
         return
-    leaves = [a for a in jax.tree_util.tree_leaves(theta) if is_concrete(a)]
-    if not leaves:
+    x = np.asarray(ravel_pytree(theta)[0])
+    if x.size == 0 or not np.issubdtype(x.dtype, np.floating):
         return
-    s = float(np.asarray(scale))
-    for a in leaves:
-        arr = np.asarray(a)
-        if arr.size == 0 or not np.issubdtype(arr.dtype, np.floating):
-            continue
-        big = float(np.max(np.abs(arr)))
-        spacing = float(np.spacing(arr.dtype.type(big)))
-        if s < spacing:
-            warn_once(
-                f"resolution:{name}:{arr.dtype}",
-                f"{name}={s:g} is below the resolution of theta in {arr.dtype} at |theta| = "
-                f"{big:g} (spacing {spacing:.3g}): theta ± {name} rounds back to theta and "
-                f"the estimate loses what was asked for. Use a larger {name}, or float64 "
-                f"(jax.config.update('jax_enable_x64', True)).",
-            )
-            return
+    s = np.asarray(sigma_vector(scale, theta)) if name == "sigma" else np.asarray(scale)
+    spacing = np.spacing(np.abs(x))
+    low = np.nonzero(s < spacing)[0]
+    if low.size:
+        i = int(low[0])
+        warn_once(
+            f"resolution:{name}:{x.dtype}",
+            f"{name}={float(np.broadcast_to(s, x.shape)[i]):g} is below the resolution of "
+            f"theta in {x.dtype} at |theta| = {abs(float(x[i])):g} (spacing "
+            f"{float(spacing[i]):.3g}): theta ± {name} rounds back to theta and the estimate "
+            f"loses what was asked for. Use a larger {name}, or float64 "
+            f"(jax.config.update('jax_enable_x64', True)).",
+        )

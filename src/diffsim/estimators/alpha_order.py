@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from .._sigma import check_sigma, sigma_vector
 from ._common import call_args, positive_field, samples_field, warn_resolution
 from .base import (
     ANTITHETIC,
@@ -59,6 +60,7 @@ def choose_alpha(var0: Array, var1: Array, eps: Array, gap: Array, gamma: Array)
 @eqx.filter_jit
 def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic):
     f, x, unravel = flatten_loss(loss, theta)
+    sigma = sigma_vector(sigma, theta)
     # independent sample sets: the two means must not share noise
     k0, k1 = jax.random.split(key)
     g0, evals0 = zeroth_order_samples(f, x, sigma, k0, num_samples, antithetic)
@@ -104,7 +106,9 @@ class AlphaOrder(SmoothingEstimator):
     and is dropped where it disagrees (a jump FoBG cannot see).
 
     Args:
-        sigma: σ, smoothing standard deviation (finite, > 0; default 0.1).
+        sigma: σ, the smoothing standard deviation in θ's units (finite, > 0; default
+            0.1): a number, a pytree like θ (one scale per component) or
+            :class:`~diffsim.Relative` (a fraction of each |θ_i|).
         num_samples: N per family (>= 2): N gradient and N + 1 loss evaluations.
         gamma: γ, the tolerated error of the estimate in gradient units (> 0; default
             1.0). Scale it with the loss: it is compared with ‖ḡ¹ − ḡ⁰‖.
@@ -132,7 +136,7 @@ class AlphaOrder(SmoothingEstimator):
     )
     reports = ("alpha", "epsilon", "bias_gap", "zeroth_variance", "first_variance")
 
-    sigma: Array = eqx.field(converter=lambda v: positive_field("sigma", v), default=0.1)
+    sigma: Any = eqx.field(converter=lambda v: check_sigma("sigma", v), default=0.1)
     num_samples: int = eqx.field(static=True, default=32)
     gamma: Array = eqx.field(converter=lambda v: positive_field("gamma", v), default=1.0)
     delta: float = eqx.field(static=True, default=0.05)

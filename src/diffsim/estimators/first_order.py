@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._common import call_args, positive_field, samples_field, warn_resolution
+from .._sigma import check_sigma, sigma_vector
+from ._common import call_args, samples_field, warn_resolution
 from .base import (
     NUM_SAMPLES,
     SIGMA,
@@ -38,7 +39,7 @@ def first_order_samples(f: Any, x: Array, sigma: Array, key: Array, num_samples:
 @eqx.filter_jit
 def _first(loss, theta, key, sigma, num_samples) -> GradientEstimate:
     f, x, unravel = flatten_loss(loss, theta)
-    g = first_order_samples(f, x, sigma, key, num_samples)
+    g = first_order_samples(f, x, sigma_vector(sigma, theta), key, num_samples)
     mean, se, var = mean_and_stats(g)
     return make_result(
         unravel,
@@ -61,7 +62,9 @@ class FirstOrder(SmoothingEstimator):
     contact its variance grows with the stiffness.
 
     Args:
-        sigma: σ, the smoothing standard deviation (finite, > 0; default 0.1).
+        sigma: σ, the smoothing standard deviation in θ's units (finite, > 0; default
+            0.1): a number, a pytree like θ (one scale per component) or
+            :class:`~diffsim.Relative` (a fraction of each |θ_i|).
         num_samples: N, gradient evaluations (>= 2).
 
     Raises:
@@ -73,7 +76,7 @@ class FirstOrder(SmoothingEstimator):
     summary = "average of exact gradients at perturbed θ: low variance, blind to jumps"
     options = (SIGMA, NUM_SAMPLES)
 
-    sigma: Array = eqx.field(converter=lambda v: positive_field("sigma", v), default=0.1)
+    sigma: Any = eqx.field(converter=lambda v: check_sigma("sigma", v), default=0.1)
     num_samples: int = eqx.field(static=True, default=32)
 
     def __check_init__(self) -> None:

@@ -9,7 +9,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ._common import call_args, positive_field, samples_field, warn_resolution
+from .._sigma import check_sigma, sigma_vector
+from ._common import call_args, samples_field, warn_resolution
 from .base import (
     ANTITHETIC,
     NUM_SAMPLES,
@@ -26,26 +27,28 @@ from .base import (
 def zeroth_order_samples(
     f: Any, x: Array, sigma: Array, key: Array, num_samples: int, antithetic: bool
 ) -> tuple[Array, int]:
-    """Per-sample ZoBG gradients (rows) and the loss evaluations they cost.
+    r"""Per-sample ZoBG gradients (rows) and the loss evaluations they cost.
 
-    Plain: ``g_i = (f(x + σ z_i) − f(x)) z_i / σ`` with ``z_i ~ N(0, I)`` (N + 1 evals).
-    Antithetic: ``g_i = (f(x + σ z_i) − f(x − σ z_i)) z_i / (2σ)`` over N/2 pairs (N evals).
+    Plain: ``g_i = (f(x + σ ⊙ z_i) − f(x)) z_i / σ`` with ``z_i ~ N(0, I)`` (N + 1 evals).
+    Antithetic: ``g_i = (f(x + σ ⊙ z_i) − f(x − σ ⊙ z_i)) z_i / (2σ)`` over N/2 pairs (N
+    evals). ``σ`` is a scalar or one scale per component (shape ``x.shape``): the Stein
+    identity then reads :math:`∂_i F = \mathbb E[L(x + σ ⊙ z) z_i] / σ_i`.
     """
     sigma = jnp.asarray(sigma, x.dtype)
     if antithetic:
         z = jax.random.normal(key, (num_samples // 2, x.shape[0]), x.dtype)
         fp = jax.vmap(f)(x + sigma * z)
         fm = jax.vmap(f)(x - sigma * z)
-        return ((fp - fm) / (2 * sigma))[:, None] * z, num_samples
+        return ((fp - fm) / 2)[:, None] * z / sigma, num_samples
     z = jax.random.normal(key, (num_samples, x.shape[0]), x.dtype)
     fz = jax.vmap(f)(x + sigma * z)
-    return ((fz - f(x)) / sigma)[:, None] * z, num_samples + 1
+    return (fz - f(x))[:, None] * z / sigma, num_samples + 1
 
 
 @eqx.filter_jit
 def _zeroth(loss, theta, key, sigma, num_samples, antithetic) -> GradientEstimate:
     f, x, unravel = flatten_loss(loss, theta)
-    g, evals = zeroth_order_samples(f, x, sigma, key, num_samples, antithetic)
+    g, evals = zeroth_order_samples(f, x, sigma_vector(sigma, theta), key, num_samples, antithetic)
     mean, se, var = mean_and_stats(g)
     return make_result(
         unravel,
@@ -72,7 +75,9 @@ class ZerothOrder(SmoothingEstimator):
     the samples come in pairs ±z: :math:`(L(θ+σz) − L(θ−σz)) z / (2σ)`.
 
     Args:
-        sigma: σ, the smoothing standard deviation in θ's units (finite, > 0; default 0.1).
+        sigma: σ, the smoothing standard deviation in θ's units (finite, > 0; default
+            0.1): a number, a pytree like θ (one scale per component) or
+            :class:`~diffsim.Relative` (a fraction of each |θ_i|).
         num_samples: N, the number of perturbed loss evaluations (>= 2; even and >= 4
             with ``antithetic``).
         antithetic: use antithetic pairs (static).
@@ -86,7 +91,7 @@ class ZerothOrder(SmoothingEstimator):
     summary = "score-function estimate from loss values only: unbiased across jumps"
     options = (SIGMA, NUM_SAMPLES, ANTITHETIC)
 
-    sigma: Array = eqx.field(converter=lambda v: positive_field("sigma", v), default=0.1)
+    sigma: Any = eqx.field(converter=lambda v: check_sigma("sigma", v), default=0.1)
     num_samples: int = eqx.field(static=True, default=32)
     antithetic: bool = eqx.field(static=True, default=False)
 

@@ -1,0 +1,136 @@
+r"""Smoothing scales σ: one number, one per component of θ (a pytree), or relative to |θ|.
+
+Everything that takes a σ (the smoothing estimators, :class:`~diffsim.estimators.Auto`,
+:func:`~diffsim.diagnose`) accepts three forms:
+
+* a number: the same σ for every component of θ (θ's units);
+* a pytree shaped like θ (each leaf a number or an array broadcastable to θ's leaf): one
+  scale per component, e.g. ``{"g_over_l": 0.2, "damping": 0.01}``;
+* :class:`Relative`: :math:`σ_i = s \cdot \max(|θ_i|, \text{floor})`, a fraction of each
+  component's own magnitude, so that a damping of 0.2 beside a stiffness of 4 is perturbed
+  by 0.01, not by its whole value.
+
+:func:`sigma_vector` resolves any of them against θ into the flat vector of per-component
+scales the samplers use (``x + σ ⊙ z``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+from jaxtyping import Array
+
+from ._checks import as_arrays, check_positive, is_concrete
+
+
+def _positive_scalar(name: str, value: Any) -> Array:
+    if isinstance(value, bool) or np.ndim(value) != 0:
+        raise TypeError(f"{name} must be a finite number > 0, got {value!r}")
+    dtype = jnp.result_type(float)
+    check_positive(name, value, dtype if is_concrete(value) else None)
+    return jnp.asarray(value, dtype) if is_concrete(value) else value
+
+
+class Relative(eqx.Module):
+    r"""σ relative to θ: :math:`σ_i = \text{scale} \cdot \max(|θ_i|, \text{floor})`.
+
+    Args:
+        scale: the fraction of each component's magnitude (> 0), e.g. 0.05.
+        floor: the magnitude below which a component counts as "about zero" (> 0, θ's
+            units): such a component is perturbed by ``scale · floor``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim import Relative, sigma_vector
+        >>> sigma_vector(Relative(0.05, floor=0.1), {"k": jnp.array(4.0), "c": jnp.array(0.2)})
+        Array([0.01, 0.2 ], dtype=float32)
+    """
+
+    scale: Array = eqx.field(converter=lambda v: _positive_scalar("scale", v), default=0.05)
+    floor: Array = eqx.field(converter=lambda v: _positive_scalar("floor", v), default=0.1)
+
+    def resolve(self, x: Array) -> Array:
+        """The per-component σ at raveled θ ``x``."""
+        return jnp.asarray(self.scale, x.dtype) * jnp.maximum(
+            jnp.abs(x), jnp.asarray(self.floor, x.dtype)
+        )
+
+
+def check_sigma(name: str, value: Any) -> Any:
+    """Validate a σ in any of its forms (values skipped for tracers) and return it: a
+    scalar as an array of the default float dtype, a :class:`Relative` as is, a pytree with
+    every leaf finite and > 0 (checked in the dtype the computation uses)."""
+    if isinstance(value, Relative):
+        return value
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be a finite number > 0, a pytree like theta or "
+                        f"Relative(scale), got {value!r}")  # fmt: skip
+    if isinstance(value, (int, float, np.integer, np.floating)) or (
+        hasattr(value, "shape") and np.ndim(value) == 0
+    ):
+        return _positive_scalar(name, value)
+    leaves = jax.tree_util.tree_leaves(value)
+    if not leaves:
+        raise ValueError(f"{name} must be a number > 0, a pytree like theta or Relative(scale), "
+                         f"got an empty {type(value).__name__}")  # fmt: skip
+    tree = as_arrays(name, value, floating=True)
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        check_positive(f"{name}{jax.tree_util.keystr(path)}", leaf)
+    return tree
+
+
+def is_scalar_sigma(sigma: Any) -> bool:
+    """Whether ``sigma`` is one number (the same scale for every component)."""
+    return (
+        not isinstance(sigma, Relative)
+        and np.ndim(sigma) == 0
+        and not isinstance(sigma, (dict, list, tuple))
+    )
+
+
+def sigma_vector(sigma: Any, theta: Any) -> Array:
+    """The per-component σ, raveled like ``ravel_pytree(theta)``, in θ's dtype.
+
+    Raises:
+        ValueError: a pytree σ whose structure differs from θ's, or a leaf that does not
+            broadcast to θ's leaf.
+    """
+    x, _ = ravel_pytree(theta)
+    if isinstance(sigma, Relative):
+        return sigma.resolve(x)
+    if is_scalar_sigma(sigma):
+        return jnp.full(x.shape, sigma, x.dtype)
+    t1, t2 = jax.tree_util.tree_structure(sigma), jax.tree_util.tree_structure(theta)
+    if t1 != t2:
+        raise ValueError(
+            f"sigma must be a number, Relative(scale) or a pytree with theta's structure: "
+            f"got {t1}, expected {t2}"
+        )
+
+    def leaf(s: Any, t: Any) -> Array:
+        t = jnp.asarray(t)
+        try:
+            return jnp.broadcast_to(jnp.asarray(s, x.dtype), t.shape)
+        except ValueError:
+            raise ValueError(
+                f"sigma: a leaf of shape {np.shape(s)} does not broadcast to theta's leaf of "
+                f"shape {t.shape}"
+            ) from None
+
+    vec, _ = ravel_pytree(jax.tree_util.tree_map(leaf, sigma, theta))
+    return vec.astype(x.dtype)
+
+
+def describe(sigma: Any) -> str:
+    """A short text for messages and reports: ``0.1``, ``relative 0.05 (floor 0.1)`` or
+    ``per component``."""
+    if isinstance(sigma, Relative):
+        return f"relative {float(sigma.scale):g} (floor {float(sigma.floor):g})"
+    if is_scalar_sigma(sigma):
+        return f"{float(np.asarray(sigma)):g}" if is_concrete(sigma) else "traced"
+    return "per component"

@@ -43,23 +43,27 @@ def test_article_opening_state():
 
 def _hand_written_landing_x(v0, h=pw.DEFAULT_H):
     """An independent reference: semi-implicit Euler written out over arrays of v0, the
-    landing and the wall crossing located inside their step by linear interpolation, then
-    the wall's rule (blocked: x = 6). The hand-written simulator this module used before
-    it was built from the library."""
+    landing and the wall crossing located on the scheme's own partial step inside their
+    step (a partial step of length τ from (y, v_y) ends at :math:`y + τ(v_y - gτ)`: the
+    landing τ is that quadratic's root, in closed form), then the wall's rule (blocked:
+    x = 6). The hand-written simulator this module used before it was built from the
+    library, with the impact location the library now uses (it interpolated linearly)."""
     v0 = np.asarray(v0, float)
     x, y = np.zeros_like(v0), np.zeros_like(v0)
     vx, vy = v0 * math.cos(pw.ANGLE), v0 * math.sin(pw.ANGLE)
     landed, crossed = np.zeros(v0.shape, bool), np.zeros(v0.shape, bool)
     R, yw = np.zeros_like(v0), np.zeros_like(v0)
     for _ in range(pw.num_steps_for(h, v0)):
-        vy = vy - pw.G * h
+        vy0, vy = vy, vy - pw.G * h
         x1, y1 = x + h * vx, y + h * vy
         land = ~landed & (y1 < 0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            R = np.where(land, x + np.clip(y / (y - y1), 0, 1) * (x1 - x), R)
+            # G τ² - v_y τ - y = 0, the root in [0, h] in its cancellation-free form
+            tau = 2 * y / (np.sqrt(np.maximum(vy0**2 + 4 * pw.G * y, 0.0)) - vy0)
+            R = np.where(land, x + np.clip(tau, 0, h) * vx, R)
             cross = ~landed & ~crossed & (x <= pw.WALL_X) & (x1 > pw.WALL_X)
-            s_w = np.clip((pw.WALL_X - x) / (x1 - x), 0, 1)
-        yw = np.where(cross, y + s_w * (y1 - y), yw)
+            tau_w = np.clip((pw.WALL_X - x) / vx, 0, h)
+        yw = np.where(cross, y + tau_w * (vy0 - pw.G * tau_w), yw)
         landed, crossed, x, y = landed | land, crossed | cross, x1, y1
     clear = (R > pw.WALL_X) & (yw > pw.WALL_HEIGHT)
     return np.where(clear, R, np.minimum(R, pw.WALL_X))

@@ -1,7 +1,8 @@
 """Contact models, composable with any integrator through :class:`WithContact`.
 
 * :class:`Restitution`: hard impulse :math:`v_n^+ = -e v_n^-`, naive or with time-of-impact
-  correction, or smoothed with temperature τ;
+  correction (the impact located on the integrator's own sub-step, :func:`locate_impact`),
+  or smoothed with temperature τ;
 * :class:`StopDead`: inelastic, sticking contact (the article's wall);
 * :class:`PenaltySpring`: stiff spring–damper force, hard or smoothed.
 
@@ -12,10 +13,12 @@ extent.
 
 from .._coords import Coords as Coords
 from .._coords import where as where
+from .base import IMPACT_ITERATIONS as IMPACT_ITERATIONS
 from .base import Contact as Contact
 from .base import EventContact as EventContact
 from .base import Extent as Extent
 from .base import ForceContact as ForceContact
+from .base import Impact as Impact
 from .base import Plane as Plane
 from .base import WithContact as WithContact
 from .base import blend as blend
@@ -23,6 +26,7 @@ from .base import check_param as check_param
 from .base import crossing as crossing
 from .base import edge_weights as edge_weights
 from .base import impact_fraction as impact_fraction
+from .base import locate_impact as locate_impact
 from .base import naive_contact as naive_contact
 from .base import param as param
 from .base import safe_div as safe_div
@@ -33,11 +37,13 @@ from .restitution import Restitution as Restitution
 from .stop_dead import StopDead as StopDead
 
 __all__ = [
+    "IMPACT_ITERATIONS",
     "Contact",
     "Coords",
     "EventContact",
     "Extent",
     "ForceContact",
+    "Impact",
     "PenaltySpring",
     "Plane",
     "Restitution",
@@ -48,6 +54,7 @@ __all__ = [
     "crossing",
     "edge_weights",
     "impact_fraction",
+    "locate_impact",
     "naive_contact",
     "param",
     "safe_div",

@@ -16,14 +16,21 @@ from .base import (
     check_param,
     crossing,
     edge_weights,
+    locate_impact,
     naive_contact,
     param,
     smoothed_contact,
     with_h,
 )
 
+_LOCATIONS = ("substep", "linear")
 
-def _check_mode(toi: bool, smoothing: float | None, thin: bool = False) -> None:
+
+def _check_mode(
+    toi: bool, smoothing: float | None, thin: bool = False, location: str = "substep"
+) -> None:
+    if location not in _LOCATIONS:
+        raise ValueError(f"location must be 'substep' or 'linear', got {location!r}")
     if smoothing is not None:
         check_positive("smoothing", smoothing)
         if toi and not thin:
@@ -44,12 +51,18 @@ class Restitution(EventContact):
       position back onto the plane. The impact time is lost: the state after the step does
       not depend on *where inside the step* the ball hit, so gradients with respect to the
       initial conditions are wrong (see :mod:`diffsim.systems.bouncing_ball`).
-    * **time of impact** (``toi=True``): the gap is interpolated linearly over the step,
-      :math:`g(s) = g_0 + s(g_1 - g_0)`, the impact fraction is :math:`s^* = g_0/(g_0 - g_1)`;
-      position and velocity are interpolated to :math:`s^*`, the velocity is reflected there,
-      and the integrator runs the rest of the step, :math:`(1 - s^*) h`. The state now moves
-      smoothly with the impact time, and its gradient is the true one (exact for constant
-      velocity, O(h) under gravity).
+    * **time of impact** (``toi=True``): the impact is located inside the step
+      (:func:`~diffsim.contact.locate_impact`): by default at the root α of the gap after the
+      integrator's own partial step of length α h (``location="substep"``: safeguarded
+      Newton, derivative by the implicit-function theorem), or at the chord
+      :math:`α = g_0/(g_0 - g_1)` with position and velocity interpolated linearly
+      (``location="linear"``). The velocity is reflected there and the integrator runs the
+      rest of the step, :math:`(1 - α) h`. The state moves smoothly with the impact time
+      and its gradient is the true one, to the integrator's order with ``"substep"`` (to
+      round-off for velocity Verlet under constant gravity, however many bounces; first
+      order for semi-implicit Euler), exact for constant velocity and first order under
+      gravity with ``"linear"``, whose error, though, does not fall with h for a scheme of
+      higher order (the chord misplaces the impact by O(h²) per bounce).
     * **smoothed** (``smoothing=τ`` in metres): the switch becomes a sigmoid and the
       projection a softplus,
 
@@ -64,9 +77,13 @@ class Restitution(EventContact):
     **Thin planes** (a :class:`Plane` with an extent): only a step that crosses the plane
     within the extent is an impact, for every variant (no half-space fallback). With
     ``smoothing=τ`` the impulse is weighted by :math:`w = σ(m(x_c)/τ)`, m the signed margin
-    of the crossing point inside the extent: with ``toi=True`` the velocity at the
-    crossing becomes :math:`v_c + w\,(v_c^{refl} - v_c)` and the rest of the step is
-    integrated; without, the naive correction of the end state is weighted the same way.
+    of the crossing point inside the extent: with ``toi=True`` the bounced step (reflected
+    at the crossing, then the rest of the step) and the free step are blended,
+    :math:`s^+ = s_{bounce} + (1 - w)(s_1 - s_{bounce})` — for an acceleration that does
+    not depend on v and semi-implicit Euler with ``location="linear"`` the same as
+    reflecting the fraction w of the velocity at the crossing, and w = 0 is the free step
+    exactly for any integrator; without ``toi``, the naive correction of the end state is
+    weighted the same way.
 
     Attributes:
         plane: the :class:`Plane` (ground or wall).
@@ -74,6 +91,8 @@ class Restitution(EventContact):
         toi: locate the impact inside the step (static).
         smoothing: temperature τ > 0 in metres (a number or an array, which may be
             traced), or ``None`` for the hard switch.
+        location: how ``toi`` locates the impact (static): ``"substep"`` (root of the
+            integrator's partial step, the default) or ``"linear"`` (the chord).
         position: the naive rule's position correction (static): ``"project"`` puts the
             body on the plane; ``"reflect"`` mirrors the penetration depth out of it
             (:math:`g^+ = -g_1`, the rule of many particle codes and of ``benchmarks/``).
@@ -84,10 +103,11 @@ class Restitution(EventContact):
     toi: bool = eqx.field(static=True, default=False)
     smoothing: Any = None
     position: Literal["project", "reflect"] = eqx.field(static=True, default="project")
+    location: Literal["substep", "linear"] = eqx.field(static=True, default="substep")
 
     def __check_init__(self):
         check_param("e", self.e, 0.0, 1.0)
-        _check_mode(self.toi, self.smoothing, self.plane.thin)
+        _check_mode(self.toi, self.smoothing, self.plane.thin, self.location)
         if self.position not in ("project", "reflect"):
             raise ValueError(f"position must be 'project' or 'reflect', got {self.position!r}")
 
@@ -96,7 +116,7 @@ class Restitution(EventContact):
         return self.plane.set_normal(v, jnp.where(vn < 0, -e * vn, vn))
 
     def resolve(self, integrator, state0, state1, theta, u):
-        x0, v0 = state0
+        x0, _ = state0
         x1, v1 = state1
         e = param(self.e, theta)
         if self.smoothing is not None and self.plane.thin:
@@ -109,22 +129,36 @@ class Restitution(EventContact):
         v_out = where(hit, self.plane.set_normal(v1, -e * self.plane.normal_velocity(v1)), v1)
         if not self.toi:
             return x_out, v_out
-        crossed, s, x_c = crossing(self.plane, x0, x1)
-        v_c = self._reflect(v0 + s * (v1 - v0), e)
-        rest = with_h(integrator, (1 - s) * integrator.h)
-        x_r, v_r = rest.step_coords(x_c, v_c, theta, u)
-        return where(crossed, x_r, x_out), where(crossed, v_r, v_out)
+        imp = locate_impact(
+            self.plane, integrator, state0, state1, theta, u, location=self.location
+        )
+        rest = with_h(integrator, (1 - imp.fraction) * integrator.h)
+        x_r, v_r = rest.step_coords(imp.x, self._reflect(imp.v, e), theta, u)
+        return where(imp.crossed, x_r, x_out), where(imp.crossed, v_r, v_out)
 
     def _resolve_thin_smoothed(self, integrator, state0, state1, theta, u, e):
-        x0, v0 = state0
+        x0, _ = state0
         x1, v1 = state1
-        crossed, s, x_c = crossing(self.plane, x0, x1, within_extent=False)
+        if self.toi:  # the bounce at the crossing and the free step, weighted
+            imp = locate_impact(
+                self.plane,
+                integrator,
+                state0,
+                state1,
+                theta,
+                u,
+                location=self.location,
+                within_extent=False,
+            )
+            _, keep = edge_weights(self.plane, imp.x, self.smoothing)
+            rest = with_h(integrator, (1 - imp.fraction) * integrator.h)
+            x_r, v_r = rest.step_coords(imp.x, self._reflect(imp.v, e), theta, u)
+            return (
+                where(imp.crossed, blend(keep, x_r, x1), x1),
+                where(imp.crossed, blend(keep, v_r, v1), v1),
+            )
+        crossed, _, x_c = crossing(self.plane, x0, x1, within_extent=False)
         _, keep = edge_weights(self.plane, x_c, self.smoothing)
-        if self.toi:  # the weighted impulse at the crossing, then the rest of the step
-            v_c = v0 + s * (v1 - v0)
-            rest = with_h(integrator, (1 - s) * integrator.h)
-            x_r, v_r = rest.step_coords(x_c, blend(keep, self._reflect(v_c, e), v_c), theta, u)
-            return where(crossed, x_r, x1), where(crossed, v_r, v1)
         target = self.plane.offset
         if self.position == "reflect":
             target = target - self.plane.gap(x1)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -14,6 +14,7 @@ from .base import (
     blend,
     crossing,
     edge_weights,
+    locate_impact,
     naive_contact,
     smoothed_contact,
     with_h,
@@ -26,10 +27,13 @@ class StopDead(EventContact):
 
     * naive (``toi=False``): a step ending inside the plane while approaching is projected
       back onto the plane and its velocity zeroed;
-    * ``toi=True``: the body stops at the interpolated impact point
-      :math:`x_0 + s^*(x_1 - x_0)`, :math:`s^* = g_0/(g_0 - g_1)`, put exactly on the plane
-      (its normal coordinate is the plane's, so it does not depend on the initial
-      conditions), so its rest position moves smoothly with the initial conditions;
+    * ``toi=True``: the body stops at the impact point located inside the step
+      (:func:`~diffsim.contact.locate_impact`: by default the integrator's own partial step
+      to the root α of the gap, ``location="substep"``, exact for velocity Verlet under
+      constant gravity; or the chord :math:`x_0 + α(x_1 - x_0)`,
+      :math:`α = g_0/(g_0 - g_1)`, ``location="linear"``), put exactly on the plane (its
+      normal coordinate is the plane's, so it does not depend on the initial conditions),
+      so its rest position moves smoothly with the initial conditions;
     * ``smoothing=τ`` (metres) on a half-space: :math:`v^+ = (1 - w) v`,
       :math:`w = σ(-g_1/τ)σ(-v_n h/τ)`, position pushed out by
       :math:`τ\,\mathrm{softplus}(-g_1/τ)`; tends to naive as τ → 0.
@@ -47,44 +51,66 @@ class StopDead(EventContact):
     is located as for ``toi`` and the edge of the extent is smoothed instead: with
     :math:`w = σ(m(x_c)/τ)`, m the signed margin of the crossing point inside the extent
     (:math:`H - y_c` for a wall of height H), the body keeps the fraction :math:`1 - w` of
-    its velocity. With ``toi=True`` this happens at the crossing, at fraction s* of the
-    step, :math:`(x_c, v_c) → (x_c, (1 - w) v_c)`, and the integrator runs the rest of the
-    step, :math:`(1 - s^*) h` (continuous when the crossing moves from one step to the
-    next; w = 0 reproduces the free step exactly for semi-implicit Euler); without it the
-    end of the step is blended, :math:`x^+ = x_{hit} + (1 - w)(x_1 - x_{hit})`,
-    :math:`v^+ = (1 - w) v_1`. A body crossing just below the top keeps a little of its
-    motion, one crossing just over it loses a little; as τ → 0 it tends to the hard thin
-    contact (up to the rest of the stopping step, which the stopped body spends in free
-    fall along the plane, and the sticking, which the smoothed contact does not do).
+    its motion. With ``toi=True`` the stopped step (stopped at the crossing, at fraction α
+    of the step, then the rest of the step, :math:`(1 - α) h`, from rest) and the free step
+    are blended, :math:`s^+ = s_{stop} + (1 - w)(s_1 - s_{stop})`: for an acceleration that
+    does not depend on v and semi-implicit Euler with ``location="linear"`` the same as
+    :math:`(x_c, v_c) → (x_c, (1 - w) v_c)` at the crossing, continuous when the crossing
+    moves from one step to the next, and w = 0 is the free step exactly for any
+    integrator; without it the end of the step is blended,
+    :math:`x^+ = x_{hit} + (1 - w)(x_1 - x_{hit})`, :math:`v^+ = (1 - w) v_1`. A body
+    crossing just below the top keeps a little of its motion, one crossing just over it
+    loses a little; as τ → 0 it tends to the hard thin contact (up to the rest of the
+    stopping step, which the stopped body spends in free fall along the plane, and the
+    sticking, which the smoothed contact does not do).
 
     Attributes:
         plane: the :class:`Plane`.
         toi: locate the impact inside the step (static).
         smoothing: temperature τ > 0 in metres (a number or an array, which may be
             traced), or ``None``.
+        location: how ``toi`` locates the impact (static): ``"substep"`` (the default) or
+            ``"linear"``, as for :class:`~diffsim.contact.Restitution`.
     """
 
     plane: Plane
     toi: bool = eqx.field(static=True, default=False)
     smoothing: Any = None
+    location: Literal["substep", "linear"] = eqx.field(static=True, default="substep")
 
     def __check_init__(self):
-        _check_mode(self.toi, self.smoothing, self.plane.thin)
+        _check_mode(self.toi, self.smoothing, self.plane.thin, self.location)
+
+    def _locate(self, integrator, state0, state1, theta, u, within_extent=True):
+        return locate_impact(
+            self.plane,
+            integrator,
+            state0,
+            state1,
+            theta,
+            u,
+            location=self.location,
+            within_extent=within_extent,
+        )
 
     def resolve(self, integrator, state0, state1, theta, u):
-        x0, v0 = state0
+        x0, _ = state0
         x1, v1 = state1
         plane = self.plane
         if self.smoothing is not None and plane.thin:
-            crossed, s, x_c = crossing(plane, x0, x1, within_extent=False)
-            _, keep = edge_weights(plane, x_c, self.smoothing)
-            if self.toi:  # weighted stop at the crossing, then the rest of the step
-                v_c = v0 + s * (v1 - v0)
-                rest = with_h(integrator, (1 - s) * integrator.h)
+            if self.toi:  # the step stopped at the crossing and the free step, weighted
+                imp = self._locate(integrator, state0, state1, theta, u, within_extent=False)
+                _, keep = edge_weights(plane, imp.x, self.smoothing)
+                rest = with_h(integrator, (1 - imp.fraction) * integrator.h)
                 x_r, v_r = rest.step_coords(
-                    plane.set_normal(x_c, plane.offset), keep * v_c, theta, u
+                    plane.set_normal(imp.x, plane.offset), 0.0 * imp.v, theta, u
                 )
-                return where(crossed, x_r, x1), where(crossed, v_r, v1)
+                return (
+                    where(imp.crossed, blend(keep, x_r, x1), x1),
+                    where(imp.crossed, blend(keep, v_r, v1), v1),
+                )
+            crossed, _, x_c = crossing(plane, x0, x1, within_extent=False)
+            _, keep = edge_weights(plane, x_c, self.smoothing)
             x_hit = plane.set_normal(x1, plane.offset)
             return where(crossed, blend(keep, x_hit, x1), x1), where(crossed, keep * v1, v1)
         if self.smoothing is not None:
@@ -94,9 +120,9 @@ class StopDead(EventContact):
         x_out = where(hit, x_proj, x1)
         stopped = jnp.logical_or(hit, False)
         if self.toi:
-            crossed, _, x_c = crossing(plane, x0, x1)
-            x_out = where(crossed, plane.set_normal(x_c, plane.offset), x_out)
-            stopped = stopped | crossed
+            imp = self._locate(integrator, state0, state1, theta, u)
+            x_out = where(imp.crossed, plane.set_normal(imp.x, plane.offset), x_out)
+            stopped = stopped | imp.crossed
         stick = (plane.gap(x0) == 0) & (plane.gap(x1) == 0) & plane.within(x0)
         x_out = where(stick, x0, x_out)
         stopped = stopped | stick

@@ -26,6 +26,10 @@ from ._bouncing_ball import (
     bouncing_ball_final_state_jacobian as bouncing_ball_final_state_jacobian,
 )
 from ._bouncing_ball import bouncing_ball_step as bouncing_ball_step
+from ._bouncing_ball_events import bouncing_ball_event_driven as bouncing_ball_event_driven
+from ._bouncing_ball_events import (
+    bouncing_ball_event_driven_jacobian as bouncing_ball_event_driven_jacobian,
+)
 from ._double_pendulum import double_pendulum as double_pendulum
 from ._double_pendulum import double_pendulum_energy as double_pendulum_energy
 from ._free_particle import free_particle as free_particle
@@ -66,6 +70,8 @@ __all__ = [
     "bouncing_ball_bounce_window",
     "bouncing_ball_closed_form",
     "bouncing_ball_derivatives_closed_form",
+    "bouncing_ball_event_driven",
+    "bouncing_ball_event_driven_jacobian",
     "bouncing_ball_final_state",
     "bouncing_ball_final_state_jacobian",
     "bouncing_ball_step",

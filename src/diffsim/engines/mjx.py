@@ -221,8 +221,9 @@ class MjxStep:
         integrator = int(mj_model.opt.integrator)
         if integrator not in _INTEGRATORS:
             raise ValueError(
-                f"integrator {mujoco.mjtIntegrator(integrator).name} is not supported: use "
-                "integrator='Euler' (semi-implicit Euler) or 'implicitfast' in <option>"
+                f"integrator {mujoco.mjtIntegrator(integrator).name.removeprefix('mjINT_')} is "
+                "not supported: use integrator='Euler' (semi-implicit Euler) or 'implicitfast' "
+                "in <option>"
             )
         if int(mj_model.opt.cone) != int(mujoco.mjtCone.mjCONE_PYRAMIDAL):
             raise ValueError(

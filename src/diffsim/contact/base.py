@@ -359,12 +359,12 @@ def crossing(plane: Plane, x0: Coords, x1: Coords, *, within_extent: bool = True
     return crossed, s, x_c
 
 
-IMPACT_ITERATIONS = 4
-"""Safeguarded Newton iterations of :func:`locate_impact` before its final (differentiated)
-Newton step. From the chord's fraction Newton's error falls like
-``e_{k+1} ≈ (h |a_n| / 2 |v_n|) e_k²``: four iterations reach round-off for any impact faster
-than about ``h |a_n|`` (a ball under gravity at h = 0.05 s hitting the ground at 0.5 m/s);
-slower, grazing impacts fall back to bisection of the remaining bracket."""
+IMPACT_ITERATIONS = 2
+"""Safeguarded Newton iterations of :func:`locate_impact` between its quadratic first guess
+and its final (differentiated) Newton step. The guess is exact when the partial step's gap
+is quadratic in its length (velocity Verlet, semi-implicit Euler, RK4 under a constant
+acceleration), so there the iterations change nothing; under other forces the guess is off
+by O(h³) relative and each iteration squares that."""
 
 
 class Impact(NamedTuple):
@@ -392,14 +392,18 @@ def _substep_fraction(plane: Plane, integrator: Integrator, x0, v0, theta, u, g0
     r"""The root α of :math:`f(α) = \mathrm{gap}(x(α h))` on [0, 1], ``x(α h)`` the integrator's
     partial step, with the implicit-function-theorem derivative.
 
-    The iterations run on values cut from the graph (``stop_gradient``): safeguarded Newton
-    from the chord's fraction :math:`g_0/(g_0 - g_1)`, keeping the bracket
-    :math:`f(lo) > 0 \ge f(hi)` and bisecting wherever the Newton step leaves it or the slope
-    vanishes. A last Newton step :math:`α^* = α_K - f(α_K)/f'(α_K)` is taken with f live
-    and :math:`f'(α_K)` frozen, so :math:`dα^* = -\partial f/f'`, the implicit-function
-    derivative at the root (exact once :math:`f(α_K) = 0` to round-off, whatever the
-    iterations did). Wherever the step crossed nothing the iterations stay in [0, 1] and the
-    division is guarded (double where): values and gradients are finite, and discarded.
+    The iterations run on values cut from the graph (``stop_gradient``). The first guess
+    is the root in [0, 1] of the quadratic through :math:`f(0) = g_0`,
+    :math:`f'(0) = h\,v_n` (any consistent scheme starts at the body's velocity) and
+    :math:`f(1) = g_1` — exact when the partial step is quadratic in its length (a constant
+    acceleration with the usual schemes), the chord :math:`g_0/(g_0 - g_1)` for constant
+    velocity. Then safeguarded Newton, keeping the bracket :math:`f(lo) > 0 \ge f(hi)` and
+    bisecting wherever the Newton step leaves it or the slope vanishes. A last Newton step
+    :math:`α^* = α_K - f(α_K)/f'(α_K)` is taken with f live and :math:`f'(α_K)` frozen, so
+    :math:`dα^* = -\partial f/f'`, the implicit-function derivative at the root (exact
+    once :math:`f(α_K) = 0` to round-off, whatever the iterations did). Wherever the step
+    crossed nothing the iterations stay in [0, 1] and the divisions are guarded (double
+    where): values and gradients are finite, and discarded.
     """
     frozen = jax.lax.stop_gradient((integrator, x0, v0, theta, u, g0, g1))
     f_integrator, f_x0, f_v0, f_theta, f_u, f_g0, f_g1 = frozen
@@ -410,7 +414,13 @@ def _substep_fraction(plane: Plane, integrator: Integrator, x0, v0, theta, u, g0
 
         return jax.jvp(gap, (alpha,), (jnp.ones_like(alpha),))
 
-    alpha = impact_fraction(f_g0, f_g1)
+    # the quadratic q(α) = g0 + d0 α + c α², q(1) = g1, and its first root in [0, 1] in the
+    # cancellation-free form 2 g0 / (-d0 + √(d0² - 4 c g0))
+    d0 = f_integrator.h * plane.normal_velocity(f_v0)
+    c = f_g1 - f_g0 - d0
+    root = jnp.sqrt(jnp.maximum(d0 * d0 - 4 * c * f_g0, 0.0))
+    alpha = safe_div(2 * f_g0, root - d0)
+    alpha = jnp.where(alpha < 0.0, 0.0, jnp.where(alpha > 1.0, 1.0, alpha))
     lo, hi = jnp.zeros_like(alpha), jnp.ones_like(alpha)
     for _ in range(iterations):
         f, df = gap_and_slope(alpha)
@@ -445,9 +455,10 @@ def locate_impact(
     step. The impact fraction α and state depend on ``location``:
 
     * ``"substep"`` (the default): α is the root of the gap after the integrator's *own*
-      partial step of length α h, :math:`\mathrm{gap}(x(αh)) = 0`, found by
-      :data:`IMPACT_ITERATIONS` safeguarded Newton iterations plus one differentiated Newton
-      step whose derivative is the implicit-function theorem's,
+      partial step of length α h, :math:`\mathrm{gap}(x(αh)) = 0`, found from a quadratic
+      first guess (exact under a constant acceleration) by :data:`IMPACT_ITERATIONS`
+      safeguarded Newton iterations and one differentiated Newton step whose derivative is
+      the implicit-function theorem's,
       :math:`dα = -\partial_p g / (dg/dα)`; the state at impact is that partial step. The
       impact is then located to the integrator's order: exactly, to round-off, for a
       scheme exact in free flight (velocity Verlet under constant gravity).

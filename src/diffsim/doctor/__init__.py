@@ -20,12 +20,16 @@ from ._battery import check_problem as check_problem
 from ._battery import held_out_cases as held_out_cases
 from ._battery import run_battery as run_battery
 from ._diagnose import Diagnosis as Diagnosis
+from ._diagnose import VERDICTS as VERDICTS
 from ._diagnose import GradCheck as GradCheck
 from ._diagnose import check_grad as check_grad
 from ._diagnose import diagnose as diagnose
 from ._diagnose import diagnose_rollout as diagnose_rollout
 from ._measure import Horizon as Horizon
 from ._measure import Measurements as Measurements
+from ._measure import Sampler as Sampler
+from ._measure import default_sigma as default_sigma
+from ._measure import measure as measure
 from ._rules import FLAGS as FLAGS
 from ._rules import RULES as RULES
 from ._rules import Flag as Flag
@@ -46,14 +50,18 @@ __all__ = [
     "Measurements",
     "Preset",
     "Rule",
+    "Sampler",
     "Thresholds",
+    "VERDICTS",
     "battery_table",
     "cases",
     "check_grad",
     "check_problem",
     "diagnose",
+    "default_sigma",
     "diagnose_rollout",
     "held_out_cases",
+    "measure",
     "recommend",
     "run_battery",
 ]

@@ -28,9 +28,14 @@ Two tools:
                   degree 2 would give 64-fold); the rate λ is the slope of its logarithm
                   over the second half of the horizon.
 
-The report recommends an estimator or fix and says whether the exact gradient can be
-trusted (no flags). Its cost is fixed and stated: ``1 + 2·k·m + N`` loss and ``1 + N``
-gradient evaluations for k directions, m step sizes and N samples per family.
+The samples are drawn sequentially: N = ``num_samples`` first, then doubled (fresh samples
+joining the old, one compiled program for every round) while any flag's statistic is
+undecided — between ``z_clear`` ("clearly no") and ``z_threshold`` ("clearly yes") — and
+the budget ``max_samples`` is not spent. The verdict is ``"trusted"`` (no flag, nothing
+undecided), ``"untrusted"`` (a flag) or ``"inconclusive"`` (no flag, but a statistic still
+undecided when the budget is spent; the report gives its evidence and the samples that
+would decide it). The cost is stated: ``1 + 2·k·m + N`` loss and ``1 + N`` gradient
+evaluations for k directions, m step sizes and the N samples used.
 """
 
 from __future__ import annotations
@@ -49,8 +54,19 @@ from .._checks import as_arrays, check_in_range, check_int, check_key, check_pos
 from .._rollout import prepare, rollout
 from .._types import Inputs
 from ..estimators.base import flatten_loss
-from ._measure import Measurements, horizon_growth, measure, sensitivity_profile
-from ._rules import Flag, Thresholds, decide, recommend
+from ._measure import (
+    DEFAULT_REL_STEPS,
+    Horizon,
+    Measurements,
+    Sampler,
+    horizon_growth,
+    sensitivity_profile,
+)
+from ._rules import Flag, Thresholds, decide, recommend, undecided
+
+Verdict = Literal["trusted", "untrusted", "inconclusive"]
+VERDICTS: tuple[str, ...] = ("trusted", "untrusted", "inconclusive")
+"""Every verdict the doctor gives, in the order of its colours (green, red, amber)."""
 
 # ---------------------------------------------------------------------------------------
 # check_grad
@@ -188,19 +204,28 @@ class Diagnosis:
     """The doctor's report.
 
     Attributes:
-        verdict: ``"trusted"`` (no flags: the exact gradient can be used) or ``"untrusted"``.
+        verdict: ``"trusted"`` (no flags, nothing undecided: the exact gradient can be
+            used), ``"untrusted"`` (flags raised) or ``"inconclusive"`` (no flags, but a
+            statistic still undecided when the sample budget was spent).
         flags: the flags raised, each with its evidence.
         recommendation: what to use instead (or that the exact gradient is fine).
         exact_gradient_trusted: ``verdict == "trusted"``.
-        evaluations: ``{"loss": ..., "grad": ...}`` — the whole cost of the diagnosis.
+        evaluations: ``{"loss": ..., "grad": ..., "samples": N, "max_samples": budget}`` —
+            the whole cost of the diagnosis, and the samples N it used of its budget.
         measurements: every number the flags were decided on.
+        undecided: the flags neither raised nor ruled out when the sampling stopped (an
+            inconclusive verdict's evidence).
+        samples_to_decide: the samples that would decide them if the effect they measure is
+            real (``None`` when nothing is undecided).
     """
 
-    verdict: Literal["trusted", "untrusted"]
+    verdict: Verdict
     flags: tuple[Flag, ...]
     recommendation: str
     evaluations: dict[str, int]
     measurements: dict[str, Any]
+    undecided: tuple[Flag, ...] = ()
+    samples_to_decide: int | None = None
 
     @property
     def exact_gradient_trusted(self) -> bool:
@@ -212,14 +237,22 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``verdict``, ``flags``, ``recommendation``, ``evaluations``,
-        ``evidence`` (per flag) and ``measurements``."""
+        ``evidence`` and ``messages`` (per flag), ``undecided`` (per undecided flag: its
+        message and evidence), ``samples_to_decide`` and ``measurements``. Non-finite
+        numbers stay as they are (the CLI's strict JSON writes them as ``null`` with a
+        ``<key>_note``)."""
         return {
             "verdict": self.verdict,
             "flags": list(self.flag_names),
             "recommendation": self.recommendation,
             "evaluations": dict(self.evaluations),
-            "evidence": {f.name: dict(f.evidence) for f in self.flags},
+            "evidence": {f.name: _jsonable(dict(f.evidence)) for f in self.flags},
             "messages": {f.name: f.message for f in self.flags},
+            "undecided": {
+                f.name: {"message": f.message, "evidence": _jsonable(dict(f.evidence))}
+                for f in self.undecided
+            },
+            "samples_to_decide": self.samples_to_decide,
             "measurements": _jsonable(self.measurements),
         }
 
@@ -228,14 +261,23 @@ class Diagnosis:
         for f in self.flags:
             ev = ", ".join(f"{k}={_fmt(v)}" for k, v in f.evidence.items())
             lines.append(f"  [{f.name}] {f.message} ({ev})")
-        if not self.flags:
+        for f in self.undecided:
+            ev = ", ".join(f"{k}={_fmt(v)}" for k, v in f.evidence.items())
+            lines.append(f"  [{f.name}?] undecided: {f.message} ({ev})")
+        if not self.flags and not self.undecided:
             lines.append("  no flags: the exact gradient agrees with every check")
         lines.append(f"recommendation: {self.recommendation}")
-        lines.append(
-            f"cost: {self.evaluations['loss']} loss + {self.evaluations['grad']} gradient "
-            "evaluations"
-        )
+        lines.append(f"cost: {cost_text(self.evaluations)}")
         return "\n".join(lines)
+
+
+def cost_text(evaluations: dict[str, int]) -> str:
+    """``"N loss + M gradient evaluations (n of at most b samples)"``."""
+    ev = evaluations
+    text = f"{ev['loss']} loss + {ev['grad']} gradient evaluations"
+    if "samples" in ev and "max_samples" in ev:
+        text += f" ({ev['samples']} of at most {ev['max_samples']} samples)"
+    return text
 
 
 def _fmt(v: Any) -> str:
@@ -256,36 +298,88 @@ def _jsonable(obj: Any) -> Any:
     return obj
 
 
-def _report(m: Measurements, thresholds: Thresholds, evaluations: dict[str, int]) -> Diagnosis:
+def _advice_sigma(m: Measurements) -> float | str:
+    """σ as the advice states it: one number when every component has the same, else its
+    form (``relative 0.05 (floor 0.2)``, ``per component``) and its range."""
+    sig = m.sigma_components
+    if sig.size == 0 or bool(np.all(sig == sig.flat[0])):
+        return m.sigma
+    return f"{m.sigma_form}, {float(sig.min()):.3g} to {float(sig.max()):.3g}"
+
+
+def _report(
+    m: Measurements, thresholds: Thresholds, pending: tuple[Flag, ...], budget: int,
+    extra: dict[str, int] | None = None,
+) -> Diagnosis:  # fmt: skip
     flags = decide(m, thresholds)
+    sigma = _advice_sigma(m)
+    need = [int(f.evidence.get("samples_to_decide", 0)) for f in pending]
+    to_decide = max(need) if need else None
+    verdict: Verdict
+    if flags:
+        verdict, rec = "untrusted", recommend((f.name for f in flags), sigma)
+    elif pending:
+        names = ", ".join(f.name for f in pending)
+        verdict = "inconclusive"
+        rec = (
+            f"undecided ({names}) after {m.num_samples} samples, the budget: diagnose again "
+            f"with max_samples >= {to_decide} to decide; until then, the cautious choice: "
+            + recommend((f.name for f in pending), sigma)
+        )
+    else:
+        verdict, rec = "trusted", recommend((), sigma)
+    evaluations = dict(m.evaluations, samples=m.num_samples, max_samples=budget, **(extra or {}))
     return Diagnosis(
-        verdict="untrusted" if flags else "trusted",
+        verdict=verdict,
         flags=flags,
-        recommendation=recommend((f.name for f in flags), m.sigma),
+        recommendation=rec,
         evaluations=evaluations,
         measurements=m.as_dict(),
+        undecided=pending,
+        samples_to_decide=to_decide,
     )
 
 
+def _sequential(
+    sampler: Sampler, thresholds: Thresholds, budget: int, horizon: Horizon | None = None
+) -> tuple[Measurements, tuple[Flag, ...]]:
+    """Draw samples until no flag is undecided or the budget is spent, doubling N each
+    round (fresh samples join the old); the last round's measurements and what is still
+    undecided."""
+    while True:
+        sampler.extend(2 * sampler.num_samples or sampler.chunk)
+        m = sampler.measurements()
+        if horizon is not None:
+            m = dataclasses.replace(m, horizon=horizon)
+        pending = undecided(m, thresholds)
+        if not pending or sampler.num_samples >= budget:
+            return m, pending
+
+
+def sample_budget(num_samples: int, max_samples: int) -> tuple[int, int]:
+    """``(first batch, budget)``: the first batch is ``num_samples`` rounded up to even;
+    the budget is the first batch doubled as often as ``max_samples`` allows (so the rounds
+    are N, 2N, 4N, ...), and at least the first batch."""
+    chunk = num_samples + num_samples % 2
+    budget = chunk
+    while 2 * budget <= max_samples:
+        budget *= 2
+    return chunk, budget
+
+
 def _measure_checked(
-    loss, theta, key, *, sigma, num_samples, rel_steps, num_directions, z_threshold,
-    stiffness_ratio, stiffness_kurtosis,
-) -> tuple[Measurements, Thresholds]:  # fmt: skip
-    """:func:`diagnose`'s argument checks, then its measurements and thresholds."""
+    loss, theta, key, *, sigma, num_samples, max_samples, rel_steps, num_directions,
+    z_threshold, z_clear, gap_tolerance, stiffness_ratio, stiffness_kurtosis,
+) -> tuple[Sampler, Thresholds, int]:  # fmt: skip
+    """:func:`diagnose`'s argument checks, then its sampler, thresholds and budget."""
     if not callable(loss):
         raise TypeError(f"loss must be a callable L(theta) -> scalar, got {loss!r}")
     # θ first, named, in the dtype the computation uses: the default σ is derived from it
     # (θ = 1e300 in float32 used to be reported as a bad σ)
     theta = as_arrays("theta", theta, floating=True)
     check_key("key", key)
-    if sigma is not None:
-        if isinstance(sigma, bool) or np.ndim(sigma) != 0:
-            raise ValueError(
-                f"sigma must be one number > 0 (the same σ for every component of theta), "
-                f"got {sigma!r}"
-            )
-        check_positive("sigma", sigma)
     num_samples = check_int("num_samples", num_samples, minimum=16)
+    max_samples = check_int("max_samples", max_samples, minimum=16)
     num_directions = check_int("num_directions", num_directions, minimum=1)
     try:
         steps = np.asarray(rel_steps, dtype=float)
@@ -303,15 +397,24 @@ def _measure_checked(
         )
     for name, v in (
         ("z_threshold", z_threshold),
+        ("z_clear", z_clear),
         ("stiffness_ratio", stiffness_ratio),
         ("stiffness_kurtosis", stiffness_kurtosis),
     ):
         check_positive(name, v)
-    m = measure(
-        loss, theta, key, sigma=sigma, num_samples=num_samples, rel_steps=steps,
+    check_in_range("gap_tolerance", gap_tolerance, 0.0, 1.0)
+    if not z_clear < z_threshold:
+        raise ValueError(f"z_clear must be < z_threshold ({z_threshold}), got {z_clear}")
+    chunk, budget = sample_budget(num_samples, max(max_samples, num_samples))
+    sampler = Sampler(
+        loss, theta, key, sigma=sigma, chunk=chunk, capacity=budget, rel_steps=steps,
         num_directions=num_directions,
     )  # fmt: skip
-    return m, Thresholds(z_threshold, stiffness_ratio, stiffness_kurtosis)
+    thresholds = Thresholds(
+        z_threshold, stiffness_ratio, stiffness_kurtosis, z_clear=z_clear,
+        gap_tolerance=gap_tolerance,
+    )  # fmt: skip
+    return sampler, thresholds, budget
 
 
 def diagnose(
@@ -319,11 +422,14 @@ def diagnose(
     theta: Any,
     key: jax.Array,
     *,
-    sigma: float | None = None,
-    num_samples: int = 256,
-    rel_steps: Sequence[float] = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001),
+    sigma: Any = None,
+    num_samples: int = 128,
+    max_samples: int = 2048,
+    rel_steps: Sequence[float] = DEFAULT_REL_STEPS,
     num_directions: int = 8,
     z_threshold: float = 4.0,
+    z_clear: float = 2.0,
+    gap_tolerance: float = 0.1,
     stiffness_ratio: float = 20.0,
     stiffness_kurtosis: float = 10.0,
 ) -> Diagnosis:
@@ -333,38 +439,55 @@ def diagnose(
         loss: scalar JAX loss ``L(theta)``.
         theta: parameters (pytree), finite.
         key: PRNG key (the report is deterministic given it).
-        sigma: smoothing scale σ of the perturbations, in θ's units (> 0); default
-            ``0.05·max(1, ‖θ‖∞)``. Flags describe the loss at this scale: a cliff 10σ
-            away is not "near". σ is the same for every component, so give θ comparable
-            units (e.g. log-stiffness beside positions) or pass σ yourself.
-        num_samples: N samples per family (FoBG and ZoBG, independent), >= 16.
+        sigma: smoothing scale σ of the perturbations, in θ's units: one number (> 0), a
+            pytree like θ (one scale per component) or :class:`~diffsim.Relative`
+            (a fraction of each |θ_i|). Default ``Relative(0.05, floor)``: 5 % of each
+            component, a component at 0 taking the smallest non-zero |θ_i| as its size
+            (:func:`~diffsim.doctor.default_sigma`). Flags describe the loss at this
+            scale: a cliff 10σ away is not "near".
+        num_samples: N, the first batch of samples per family (FoBG and ZoBG,
+            independent), >= 16.
+        max_samples: the budget: N doubles (fresh samples join the old) while a flag's
+            statistic is undecided, up to the largest N·2^k within it.
         rel_steps: finite-difference steps as multiples of σ (decreasing, > 0).
         num_directions: directions for finite differences (coordinate axes when
-            dim θ <= this, else random unit directions).
+            dim θ <= this, else random unit directions; in the σ-scaled coordinates).
         z_threshold: significance, in standard errors, for "non-zero" and "disagree".
+        z_clear: significance below which "clearly not"; between it and ``z_threshold``
+            the statistic is undecided and more samples are drawn.
+        gap_tolerance: η in [0, 1]: a first-/zeroth-order gap within η·‖smoothed
+            gradient‖ does not count as a jump, however significant.
         stiffness_ratio: ρ above which per-sample gradients are "far larger than the loss
             changes they should explain".
         stiffness_kurtosis: excess kurtosis of the per-sample gradient norms above which
             their tails are "heavy".
 
     Returns:
-        A :class:`Diagnosis`: verdict, flags with evidence, recommendation, cost.
+        A :class:`Diagnosis`: verdict, flags with evidence, anything undecided with the
+        samples that would decide it, recommendation, cost.
+
+    Raises:
+        ValueError: a σ that is not > 0, below θ's resolution or unlike θ; bad counts or
+            thresholds.
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from diffsim import diagnose
-        >>> diagnose(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(0)).verdict
-        'trusted'
+        >>> d = diagnose(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(0))
+        >>> d.verdict, d.evaluations["samples"]
+        ('trusted', 128)
         >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0) + 0.1 * t
         >>> diagnose(step, jnp.array(0.02), jax.random.PRNGKey(0), sigma=0.1).flag_names
         ('jump',)
     """
-    m, thresholds = _measure_checked(
-        loss, theta, key, sigma=sigma, num_samples=num_samples, rel_steps=rel_steps,
-        num_directions=num_directions, z_threshold=z_threshold,
-        stiffness_ratio=stiffness_ratio, stiffness_kurtosis=stiffness_kurtosis,
+    sampler, thresholds, budget = _measure_checked(
+        loss, theta, key, sigma=sigma, num_samples=num_samples, max_samples=max_samples,
+        rel_steps=rel_steps, num_directions=num_directions, z_threshold=z_threshold,
+        z_clear=z_clear, gap_tolerance=gap_tolerance, stiffness_ratio=stiffness_ratio,
+        stiffness_kurtosis=stiffness_kurtosis,
     )  # fmt: skip
-    return _report(m, thresholds, m.evaluations)
+    m, pending = _sequential(sampler, thresholds, budget)
+    return _report(m, thresholds, pending, budget)
 
 
 def _diagnose_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -453,10 +576,12 @@ def diagnose_rollout(
         return loss(rollout(step, s, p, num_steps, inputs=inputs, trajectory=False))
 
     var = theta if wrt == "theta" else s0
-    m, thresholds = _measure_checked(objective, var, key, **_diagnose_options(options))
+    sampler, thresholds, budget = _measure_checked(
+        objective, var, key, **_diagnose_options(options)
+    )
     norms, step_norms = sensitivity_profile(step, s0, theta, num_steps, inputs)
-    m = dataclasses.replace(m, horizon=horizon_growth(norms, step_norms))
     thresholds = dataclasses.replace(
         thresholds, chaos_growth=chaos_growth, concentration_limit=concentration_limit
     )
-    return _report(m, thresholds, dict(m.evaluations, step_jacobians=num_steps))
+    m, pending = _sequential(sampler, thresholds, budget, horizon_growth(norms, step_norms))
+    return _report(m, thresholds, pending, budget, {"step_jacobians": num_steps})

@@ -22,13 +22,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from .._checks import check_positive
+from .._checks import as_arrays
 from .._jacobians import _autodiff_step_jacobian
 from .._rollout import call_step, rollout
+from .._sigma import Relative, check_sigma, describe, is_scalar_sigma, sigma_vector
 from ..estimators.alpha_order import bernstein_radius
-from ..estimators.base import flatten_loss, mean_and_stats
+from ..estimators.base import flatten_loss
 from ..estimators.first_order import first_order_samples
-from ..estimators.zeroth_order import zeroth_order_samples
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,17 +54,27 @@ class Horizon:
 
 @dataclasses.dataclass(frozen=True)
 class Measurements:
-    """Every number the rules decide on (numpy and Python scalars, no tracers).
+    r"""Every number the rules decide on (numpy and Python scalars, no tracers).
 
-    ``loss``, ``grad``, ``grad_norm``: L(θ), ∇L(θ) (raveled) and its norm. The smoothed
-    gradient: means and standard errors of the ZoBG and FoBG samples, the largest
-    significance of a non-zero ZoBG mean (``z_smoothed_nonzero``) and of their gap
-    (``z_first_vs_zeroth``), the gap's norm and the Bernstein radius ε of the ZoBG mean.
-    Sample tails: ρ (``stiffness_ratio``), the excess kurtosis of the FoBG norms, the
-    largest loss change and sample gradient. Finite differences: per direction, the error
-    over the rounding noise (``fd_excess``, (m, k)) and the log–log slopes of the error
-    between consecutive steps (``fd_slopes``, (m−1, k)). Flatness: the largest loss change
-    at δ ≈ σ/10 against the median change at σ. ``horizon``: set for a rollout.
+    σ may differ per component (``sigma_components``, raveled like θ). The statistics are
+    taken in the **scaled coordinates** :math:`y = (θ − θ_0)\,\bar σ/σ` (``scale`` =
+    σ/σ̄, σ̄ = ``sigma`` the largest component), where the perturbations are isotropic
+    with scale σ̄: norms, ``bias_gap``, ``epsilon``, ρ, the finite-difference ladder and
+    its directions live there. For one number σ these coordinates are θ's own and every
+    statistic is what it was for a scalar σ. Per-component vectors (``grad``,
+    ``zeroth_mean``/``_se``, ``first_mean``/``_se``) are in θ's units.
+
+    ``loss``, ``grad``, ``grad_norm``: L(θ), ∇L(θ) (raveled) and the norm of σ ⊙ ∇L / σ̄.
+    The smoothed gradient: means and standard errors of the ZoBG (antithetic pairs) and
+    FoBG samples, the largest significance of a non-zero ZoBG mean
+    (``z_smoothed_nonzero``) and of their gap (``z_first_vs_zeroth``), the gap's norm and
+    the Bernstein radius ε of the ZoBG mean. Sample tails: ρ (``stiffness_ratio``), the
+    excess kurtosis of the FoBG norms, the largest loss change and sample gradient. Finite
+    differences: per direction, the error over the rounding noise (``fd_excess``, (m, k))
+    and the log–log slopes of the error between consecutive steps (``fd_slopes``,
+    (m−1, k)). Flatness: the largest loss change at δ ≈ σ/10 against the median change at
+    σ. ``num_samples``: N, the FoBG samples (and ZoBG loss evaluations) these statistics
+    rest on. ``horizon``: set for a rollout.
     """
 
     sigma: float
@@ -101,11 +111,18 @@ class Measurements:
     typical_change: float
     evaluations: dict[str, int]
     horizon: Horizon | None = None
+    sigma_components: np.ndarray = dataclasses.field(default_factory=lambda: np.ones(0))
+    scale: np.ndarray = dataclasses.field(default_factory=lambda: np.ones(0))
+    sigma_form: str = ""
+    num_samples: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The measurements a :class:`~diffsim.Diagnosis` reports, by name."""
         out: dict[str, Any] = {
             "sigma": self.sigma,
+            "sigma_form": self.sigma_form,
+            "sigma_components": self.sigma_components,
+            "num_samples": self.num_samples,
             "loss": self.loss,
             "grad": self.grad,
             "zeroth_mean": self.zeroth_mean,
@@ -145,187 +162,322 @@ def _directions(d: int, k: int, key, dtype):
     return u / jnp.linalg.norm(u, axis=1, keepdims=True)
 
 
-def _excess_kurtosis(a):
-    c = a - jnp.mean(a, axis=0)
-    sd = jnp.sqrt(jnp.mean(c**2, axis=0))
-    u = c / jnp.where(sd > 0, sd, 1.0)  # standardise first: no overflow in float32
-    return jnp.where(sd > 0, jnp.mean(u**4, axis=0) - 3.0, 0.0)
+def _excess_kurtosis(a: np.ndarray) -> float:
+    if a.size == 0:
+        return 0.0
+    a = a.astype(np.float64)
+    c = a - np.mean(a)
+    sd = math.sqrt(float(np.mean(c**2)))
+    if not (sd > 0 and math.isfinite(sd)):
+        return 0.0 if sd == 0 else float("nan")
+    return float(np.mean((c / sd) ** 4) - 3.0)  # standardised first: no overflow
 
 
 @eqx.filter_jit
-def _sample(loss, theta, key, sigma, num_samples, rel_steps, num_directions):
-    f, x, _ = flatten_loss(loss, theta)
-    d = x.shape[0]
-    k_dir, k0, k1 = jax.random.split(key, 3)
-    L0, g = jax.value_and_grad(f)(x)
+def _draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_directions):
+    r"""Fill the sample buffers of ``state`` from chunk ``start`` to ``stop`` (traced, so
+    every round of the sequential test reuses one compiled program), computing the
+    sample-free part (L(θ), ∇L(θ), the finite-difference ladder) on the first call.
 
-    # directional central differences on a ladder of step sizes δ_j = s_j σ
-    U = _directions(d, num_directions, k_dir, x.dtype)  # (k, d)
-    deltas = rel_steps.astype(x.dtype) * sigma  # (m,)
-    pts = x[None, None, :] + deltas[:, None, None] * U[None, :, :]
-    pts_m = x[None, None, :] - deltas[:, None, None] * U[None, :, :]
-    fp = jax.vmap(jax.vmap(f))(pts)  # (m, k)
-    fm = jax.vmap(jax.vmap(f))(pts_m)
-    fd = (fp - fm) / (2 * deltas[:, None])
-    ad_dir = U @ g  # (k,)
+    Everything is evaluated in the scaled coordinates y, :math:`f(y) = L(θ_0 + s ⊙ y)`
+    with ``s = scale`` = σ/σ̄, where the perturbations are σ̄·z, isotropic. For one number
+    σ, s = 1 and :math:`θ_0 + 1·y` is θ_0 + y exactly: the same numbers as in θ.
+    """
+    f0, x0, _ = flatten_loss(loss, theta)
+    d = x0.shape[0]
 
-    # independent first- and zeroth-order samples of the σ-smoothed gradient
-    g0, n_zo = zeroth_order_samples(f, x, sigma, k0, num_samples, False)
-    g1 = first_order_samples(f, x, sigma, k1, num_samples)
-    m0, se0, var0 = mean_and_stats(g0)
-    zeroth_R = jnp.max(jnp.linalg.norm(g0 - m0, axis=1))
-    m1, se1, _ = mean_and_stats(g1)
-    # the loss changes the ZoBG samples saw: recover them from g0 = ΔL z / σ
-    z0 = jax.random.normal(k0, (num_samples, d), x.dtype)
-    dL = jax.vmap(f)(x + sigma * z0) - L0
-    norms1 = jnp.linalg.norm(g1, axis=1)
-    return {
-        "loss": L0,
-        "grad": g,
-        "deltas": deltas,
-        "fd": fd,
-        "fd_plus": fp,
-        "fd_minus": fm,
-        "grad_along_directions": ad_dir,
-        "zeroth_mean": m0,
-        "zeroth_se": se0,
-        "zeroth_var": var0,
-        "zeroth_R": zeroth_R,
-        "first_mean": m1,
-        "first_se": se1,
-        "first_norms": norms1,
-        "first_kurtosis": _excess_kurtosis(norms1),
-        "loss_changes": dL,
-        "all_finite": jnp.isfinite(L0)
-        & jnp.all(jnp.isfinite(g))
-        & jnp.all(jnp.isfinite(fp))
-        & jnp.all(jnp.isfinite(fm))
-        & jnp.all(jnp.isfinite(g1))
-        & jnp.all(jnp.isfinite(dL)),
-        "num_zeroth_loss_evals": n_zo,
-    }
+    def f(y):
+        return f0(x0 + scale * y)
+
+    origin = jnp.zeros_like(x0)
+    k_dir, k_samples = jax.random.split(key)
+
+    def fixed(_):
+        L0, g = jax.value_and_grad(f0)(x0)
+        # directional central differences on a ladder of step sizes δ_j = s_j σ̄ (in y)
+        U = _directions(d, num_directions, k_dir, x0.dtype)  # (k, d)
+        deltas = rel_steps.astype(x0.dtype) * sigma  # (m,)
+        pts = deltas[:, None, None] * U[None, :, :]
+        fp = jax.vmap(jax.vmap(f))(pts)  # (m, k)
+        fm = jax.vmap(jax.vmap(f))(-pts)
+        return {"loss": L0, "grad": g, "deltas": deltas, "fd_plus": fp, "fd_minus": fm,
+                "grad_along_directions": U @ (scale * g)}  # fmt: skip
+
+    fx = jax.lax.cond(start == 0, fixed, lambda _: state["fixed"], None)
+    L0 = fx["loss"]
+    pairs = chunk // 2
+
+    def body(i, bufs):
+        k0, k1 = jax.random.split(jax.random.fold_in(k_samples, i))
+        # ZoBG in antithetic pairs with the exact gradient as control variate,
+        # g = ((L(θ+σz) − L(θ−σz))/2 − σ zᵀ∇L(θ)) z/σ + ∇L(θ) (unbiased: E[zzᵀ] = I): the
+        # even part of the loss (a bowl's curvature) cancels in the pair and the linear part
+        # in the control variate, so for a smooth loss only O(σ²) is left, and the
+        # chi-square-like spread of ∇L·z z, whose standard error is unreliable at small N,
+        # is gone; a jump's contribution is untouched
+        gy = scale * fx["grad"]
+        z = jax.random.normal(k0, (pairs, d), x0.dtype)
+        fp = jax.vmap(f)(sigma * z)
+        fm = jax.vmap(f)(-sigma * z)
+        g0 = ((fp - fm) / 2 - sigma * (z @ gy))[:, None] * z / sigma + gy
+        g1 = first_order_samples(f, origin, sigma, k1, chunk)
+        dL = jnp.concatenate([fp, fm]) - L0
+        return {
+            "zeroth": jax.lax.dynamic_update_slice(bufs["zeroth"], g0, (i * pairs, 0)),
+            "first": jax.lax.dynamic_update_slice(bufs["first"], g1, (i * chunk, 0)),
+            "loss_changes": jax.lax.dynamic_update_slice(
+                bufs["loss_changes"], dL, (i * 2 * pairs,)
+            ),
+        }
+
+    samples = {k: state[k] for k in ("zeroth", "first", "loss_changes")}
+    samples = jax.lax.fori_loop(start, stop, body, samples)
+    return dict(samples, fixed=fx)
 
 
 MIN_SIGMA_SPACINGS = 64
-"""σ must be at least this many float spacings of θ's largest component (in θ's dtype):
-below it, θ + σw rounds to a handful of values and the zeroth-order samples are rounding
-noise (at σ below one spacing all exactly 0, with standard error 0), which the doctor would
-read as a disagreement with the first-order samples."""
+"""σ must be at least this many float spacings of θ's components (in θ's dtype): below
+it, θ + σw rounds to a handful of values and the zeroth-order samples are rounding noise
+(at σ below one spacing all exactly 0, with standard error 0), which the doctor would read
+as a disagreement with the first-order samples."""
 
 
-def check_resolves(name: str, sigma: float, x: Any) -> None:
-    """Raise ``ValueError`` when perturbations of scale ``sigma`` are below what ``x``'s
-    dtype resolves at its magnitude (:data:`MIN_SIGMA_SPACINGS` spacings)."""
-    big = float(jnp.max(jnp.abs(x))) if x.size else 0.0
+def check_resolves(name: str, sigma: Any, x: Any) -> None:
+    """Raise ``ValueError`` when perturbations of scale ``sigma`` (one number, or one per
+    component of raveled ``x``) are below what ``x``'s dtype resolves at each component's
+    magnitude (:data:`MIN_SIGMA_SPACINGS` spacings)."""
     dtype = np.dtype(x.dtype)
-    least = MIN_SIGMA_SPACINGS * float(np.spacing(dtype.type(big)))
-    if sigma < least:
+    mags = np.abs(np.asarray(x, dtype)).reshape(-1)
+    sig = np.broadcast_to(np.asarray(sigma, np.float64).reshape(-1), mags.shape)
+    if np.ndim(sigma) == 0:  # one σ: against the largest component, as it always was
+        mags = np.full(mags.shape, mags.max() if mags.size else 0.0, dtype)
+    least = MIN_SIGMA_SPACINGS * np.spacing(mags).astype(np.float64)
+    bad = np.flatnonzero(sig < least)
+    if bad.size == 0:
+        return
+    i = int(bad[0])
+    where = "" if np.ndim(sigma) == 0 else f" (component {i} of raveled theta)"
+    big, spacing = float(mags[i]), float(np.spacing(mags[i]))
+    raise ValueError(
+        f"{name} must be >= {least[i]:.3g}{where} to perturb theta in {dtype} (|theta| up to "
+        f"{big:.4g}, float spacing {spacing:.3g}: smaller perturbations round back to "
+        f"theta), got {float(sig[i]):g}"
+        + ("; or use float64 (jax.config.update('jax_enable_x64', True))"
+           if dtype.itemsize < 8 else "")
+    )  # fmt: skip
+
+
+SIGMA_FRACTION = 0.05
+"""The default σ is this fraction of each component's magnitude (:func:`default_sigma`)."""
+
+DEFAULT_REL_STEPS = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001)
+"""The finite-difference ladder, as multiples of σ."""
+
+
+def default_sigma(x: Any) -> Relative:
+    r"""The doctor's default σ at raveled θ ``x``: ``Relative(0.05, floor)``, i.e.
+    :math:`σ_i = 0.05 \max(|θ_i|, \text{floor})`, with the floor the smallest non-zero
+    :math:`|θ_i|` (1 when θ is all zero).
+
+    Each component is perturbed by 5 % of its own size, so a damping of 0.2 beside a
+    stiffness of 4 moves by 0.01, not by 0.2 (its whole value: the samples then reach
+    negative damping). A component at zero has no size of its own; it borrows the
+    smallest one θ shows, so it is never perturbed more than any non-zero component and
+    cannot dwarf a small parameter (a floor tied to ‖θ‖∞ would give the damping beside a
+    stiffness of 10⁴ a σ of several units). For one number θ ≠ 0 this is 0.05·|θ|, the
+    former default for |θ| >= 1; for an all-zero θ, 0.05 (the former default).
+    """
+    mags = np.abs(np.asarray(x, np.float64)).reshape(-1)
+    nonzero = mags[mags > 0]
+    tiny = float(np.finfo(np.dtype(x.dtype)).tiny) / SIGMA_FRACTION
+    floor = max(float(nonzero.min()), tiny) if nonzero.size else 1.0
+    return Relative(SIGMA_FRACTION, floor=floor)
+
+
+def resolve_sigma(sigma: Any, theta: Any) -> tuple[np.ndarray, str]:
+    """σ in any of its forms (``None``: :func:`default_sigma`) as the per-component vector
+    at θ (raveled, θ's dtype), checked finite, > 0 and resolvable (:func:`check_resolves`),
+    and a short description of its form.
+
+    Raises:
+        ValueError: a σ ≤ 0, not finite, below θ's resolution, or a pytree σ that does not
+            match θ.
+    """
+    theta = as_arrays("theta", theta, floating=True)
+    x, _ = ravel_pytree(theta)
+    if sigma is None:
+        sigma = default_sigma(x)
+        form = f"default: {describe(sigma)}"
+    else:
+        sigma = check_sigma("sigma", sigma)
+        form = describe(sigma)
+    vec = np.asarray(sigma_vector(sigma, theta))
+    if vec.size and not (np.all(np.isfinite(vec)) and np.all(vec > 0)):
+        bad = int(np.flatnonzero(~(np.isfinite(vec) & (vec > 0)))[0])
         raise ValueError(
-            f"{name} must be >= {least:.3g} to perturb theta in {dtype} (|theta| up to "
-            f"{big:.4g}, float spacing {float(np.spacing(dtype.type(big))):.3g}: smaller "
-            f"perturbations round back to theta), got {sigma:g}"
-            + ("; or use float64 (jax.config.update('jax_enable_x64', True))"
-               if dtype.itemsize < 8 else "")
+            f"sigma must be finite and > 0 in {vec.dtype} for every component of theta, got "
+            f"{float(vec[bad]):g} for component {bad} of raveled theta"
+        )
+    check_resolves("sigma", vec if not is_scalar_sigma(sigma) else float(vec.max()), x)
+    return vec, form
+
+
+class Sampler:
+    """The doctor's samples around θ, drawn in rounds that reuse one compiled program.
+
+    ``extend(n)`` draws samples until N = n (a multiple of ``chunk``, at most
+    ``capacity``); ``measurements()`` reduces the N drawn so far to :class:`Measurements`.
+    The buffers have the fixed shape of ``capacity``: the first call compiles, every later
+    round (and every later θ of the same structure) reuses the program.
+    """
+
+    def __init__(
+        self, loss: Callable[[Any], Any], theta: Any, key: jax.Array, *, sigma: Any,
+        chunk: int, capacity: int, rel_steps: Any = DEFAULT_REL_STEPS,
+        num_directions: int = 8,
+    ) -> None:  # fmt: skip
+        _, x, _ = flatten_loss(loss, theta)  # checks loss and θ (named) first
+        self._sig, self._form = resolve_sigma(sigma, theta)
+        d = x.shape[0]
+        self.sigma = float(self._sig.max()) if d else 1.0
+        self._scale = (self._sig / np.asarray(self.sigma, self._sig.dtype)).astype(x.dtype)
+        self.chunk, self.capacity = int(chunk), int(capacity)
+        if self.chunk < 2 or self.chunk % 2 or self.capacity % self.chunk:
+            raise ValueError(
+                f"capacity {capacity} must be a multiple of chunk {chunk}, an even number >= 2"
+            )
+        self._args = (loss, theta, key)
+        self._steps = jnp.asarray(np.asarray(rel_steps, dtype=float), x.dtype)
+        self._k = int(num_directions)
+        m, k = self._steps.shape[0], d if d <= self._k else self._k
+        dt = x.dtype
+        zeros = jnp.zeros
+        self._state = {
+            "zeroth": zeros((self.capacity // 2, d), dt),
+            "first": zeros((self.capacity, d), dt),
+            "loss_changes": zeros((self.capacity,), dt),
+            "fixed": {"loss": zeros((), dt), "grad": zeros((d,), dt),
+                      "deltas": zeros((m,), dt), "fd_plus": zeros((m, k), dt),
+                      "fd_minus": zeros((m, k), dt), "grad_along_directions": zeros((k,), dt)},
+        }  # fmt: skip
+        self.num_chunks = 0
+
+    @property
+    def num_samples(self) -> int:
+        return self.num_chunks * self.chunk
+
+    def extend(self, n: int) -> None:
+        """Draw fresh samples until N = ``n`` (rounded up to whole chunks, at most the
+        capacity); the samples drawn already are kept."""
+        stop = min(-(-int(n) // self.chunk), self.capacity // self.chunk)
+        if stop <= self.num_chunks:
+            return
+        loss, theta, key = self._args
+        self._state = _draw(
+            loss, theta, key, jnp.asarray(self._scale), jnp.asarray(self.sigma, self._scale.dtype),
+            self._steps, self._state, jnp.asarray(self.num_chunks), jnp.asarray(stop),
+            self.chunk, self._k,
+        )  # fmt: skip
+        self.num_chunks = stop
+
+    def measurements(self) -> Measurements:
+        """The statistics of the samples drawn so far (at least one round)."""
+        if self.num_chunks == 0:
+            raise ValueError("no samples drawn yet: call extend(n) first")
+        pairs = self.num_chunks * (self.chunk // 2)
+        n = self.num_samples
+        st = jax.tree_util.tree_map(np.asarray, self._state)
+        return _statistics(
+            st["fixed"], st["zeroth"][:pairs], st["first"][:n], st["loss_changes"][: 2 * pairs],
+            self.sigma, self._sig, self._scale, self._form,
         )  # fmt: skip
 
 
-def measure(
-    loss: Callable[[Any], Any],
-    theta: Any,
-    key: jax.Array,
-    *,
-    sigma: float | None,
-    num_samples: int,
-    rel_steps: np.ndarray,
-    num_directions: int,
-) -> Measurements:
-    """Sample the loss around θ (one jitted batch) and reduce the samples to statistics.
+def _mean_and_stats(g: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    n = g.shape[0]
+    mean = np.mean(g, axis=0)
+    var_c = np.sum((g - mean) ** 2, axis=0) / max(n - 1, 1)
+    return mean, np.sqrt(var_c / n), float(np.sum(var_c))
 
-    The arguments are those of :func:`~diffsim.diagnose` (counts and steps already checked);
-    ``sigma=None`` resolves to ``0.05·max(1, ‖θ‖∞)``. Cost: ``1 + 2·k·m + N`` loss and
-    ``1 + N`` gradient evaluations.
 
-    Raises:
-        ValueError: σ is not finite and > 0; θ has a non-finite leaf.
-        TypeError: ``loss`` is not callable or not scalar.
-    """
-    _, x, _ = flatten_loss(loss, theta)
-    if sigma is None:
-        sigma = 0.05 * max(1.0, float(jnp.max(jnp.abs(x))))
-    check_positive("sigma", sigma, x.dtype)  # in the dtype the samples use
-    sigma = float(sigma)
-    check_resolves("sigma", sigma, x)
-    n, d = num_samples, x.shape[0]
-    raw = _sample(
-        loss, theta, key, jnp.asarray(sigma, x.dtype), num_samples, jnp.asarray(rel_steps),
-        num_directions,
-    )  # fmt: skip
-    m = jax.tree_util.tree_map(np.asarray, raw)
-    eps = float(np.finfo(m["grad"].dtype).eps)
-    L0 = float(m["loss"])
-    g = m["grad"]
-    gnorm = float(np.linalg.norm(g))
+def _statistics(fx, g0, g1, dL, sigma, sig_vec, scale, form) -> Measurements:
+    eps = float(np.finfo(fx["grad"].dtype).eps)
+    L0 = float(fx["loss"])
+    g = fx["grad"]  # θ's units
+    with np.errstate(all="ignore"):
+        gy = scale * g  # the gradient in the scaled coordinates
+        gnorm = float(np.linalg.norm(gy))
+        n, d = g1.shape
+        pairs = g0.shape[0]
 
-    # the smoothed gradient: is the ZoBG mean non-zero, do FoBG and ZoBG agree?
-    m0, se0, m1, se1 = m["zeroth_mean"], m["zeroth_se"], m["first_mean"], m["first_se"]
-    with np.errstate(divide="ignore", invalid="ignore"):
+        # the smoothed gradient: is the ZoBG mean non-zero, do FoBG and ZoBG agree? (the
+        # z-statistics are per component: the same in θ and in the scaled coordinates)
+        m0, se0, var0 = _mean_and_stats(g0)
+        m1, se1, _ = _mean_and_stats(g1)
         z_smooth = np.where(se0 > 0, np.abs(m0) / se0, np.where(np.abs(m0) > 0, np.inf, 0.0))
         comb = np.sqrt(se0**2 + se1**2)
         z_gap = np.where(comb > 0, np.abs(m1 - m0) / comb, np.where(m1 != m0, np.inf, 0.0))
-    dL = m["loss_changes"]
-    # the paper's Bernstein radius of the ZoBG mean, with R the largest observed deviation
-    epsilon = float(bernstein_radius(float(m["zeroth_var"]), n, d, 0.05, float(m["zeroth_R"])))
+        # the paper's Bernstein radius of the ZoBG mean, R the largest observed deviation
+        dev = np.linalg.norm(g0 - m0, axis=1)
+        R = float(np.max(dev)) if dev.size else 0.0
+        epsilon = float(bernstein_radius(var0, pairs, d, 0.05, R))
 
-    # sample tails: per-sample gradients against the loss changes they should explain
-    max_dL = float(np.max(np.abs(dL))) if dL.size else 0.0
-    norms = m["first_norms"]
-    max_norm = float(np.max(norms)) if np.all(np.isfinite(norms)) else float("inf")
-    rho = max_norm * sigma / max(max_dL, eps * (1 + abs(L0)) * 16)
+        # sample tails: per-sample gradients against the loss changes they should explain
+        max_dL = float(np.max(np.abs(dL))) if dL.size else 0.0
+        norms = np.linalg.norm(g1, axis=1)
+        max_norm = float(np.max(norms)) if np.all(np.isfinite(norms)) else float("inf")
+        rho = max_norm * sigma / max(max_dL, eps * (1 + abs(L0)) * 16)
 
-    # finite differences against the exact directional derivative, above rounding noise
-    fd = m["fd"]  # (m, k)
-    deltas = m["deltas"]
-    ad = m["grad_along_directions"]
-    noise = 16 * eps * (abs(L0) + 1) / deltas
-    excess = np.abs(fd - ad[None, :]) - noise[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
+        # finite differences against the exact directional derivative, above rounding noise
+        fp, fm, deltas = fx["fd_plus"], fx["fd_minus"], fx["deltas"]
+        fd = (fp - fm) / (2 * deltas[:, None])  # (m, k)
+        ad = fx["grad_along_directions"]
+        noise = 16 * eps * (abs(L0) + 1) / deltas
+        excess = np.abs(fd - ad[None, :]) - noise[:, None]
         logf = np.log(np.maximum(np.abs(fd - ad[None, :]).astype(np.float64), 1e-300))
         slopes = np.diff(logf, axis=0) / np.diff(np.log(deltas))[:, None]  # (m-1, k)
-    tail = np.mean(slopes[-2:], axis=0)
-    fd_slope = float(np.min(tail[np.isfinite(tail)])) if np.any(np.isfinite(tail)) else 0.0
+        tail = np.mean(slopes[-2:], axis=0)
+        ok = np.isfinite(tail)
+        fd_slope = float(np.min(tail[ok])) if np.any(ok) else 0.0
 
-    # flatness at δ = σ/10 compared with the typical change at σ (a smooth minimum changes
-    # by (δ/σ)² ≈ 1e-2 of it; a plateau by rounding only)
-    fp, fm = m["fd_plus"], m["fd_minus"]
-    j = int(np.argmin(np.abs(deltas / sigma - 0.1)))
-    local = float(np.max(np.abs(np.concatenate([fp[j], fm[j]]) - L0)))
-    typical = float(np.median(np.abs(dL))) if dL.size else 0.0
+        # flatness at δ = σ/10 against the typical change at σ (a smooth minimum changes by
+        # (δ/σ)² ≈ 1e-2 of it; a plateau by rounding only)
+        j = int(np.argmin(np.abs(deltas / sigma - 0.1)))
+        local = float(np.max(np.abs(np.concatenate([fp[j], fm[j]]) - L0)))
+        typical = float(np.median(np.abs(dL))) if dL.size else 0.0
 
+    to_theta = np.where(scale > 0, scale, 1.0)  # ∂/∂θ_i = (∂/∂y_i) / s_i
+    finite_perturbed = bool(
+        np.all(np.isfinite(fp)) and np.all(np.isfinite(fm)) and np.all(np.isfinite(dL))
+    )
     return Measurements(
         sigma=sigma,
         eps=eps,
         loss=L0,
         grad=g,
         grad_norm=gnorm,
-        all_finite=bool(m["all_finite"]),
-        finite_loss=bool(np.isfinite(m["loss"])),
-        finite_gradient=bool(np.all(np.isfinite(g))),
-        finite_perturbed_losses=bool(
-            np.all(np.isfinite(fp)) and np.all(np.isfinite(fm)) and np.all(np.isfinite(dL))
+        all_finite=bool(
+            np.isfinite(L0)
+            and np.all(np.isfinite(g))
+            and finite_perturbed
+            and np.all(np.isfinite(g1))
         ),
+        finite_loss=bool(np.isfinite(L0)),
+        finite_gradient=bool(np.all(np.isfinite(g))),
+        finite_perturbed_losses=finite_perturbed,
         finite_perturbed_gradients=bool(np.all(np.isfinite(norms))),
         nonfinite_sample_gradients=int(np.sum(~np.isfinite(norms))),
-        zeroth_mean=m0,
-        zeroth_se=se0,
-        first_mean=m1,
-        first_se=se1,
+        zeroth_mean=m0 / to_theta,
+        zeroth_se=se0 / to_theta,
+        first_mean=m1 / to_theta,
+        first_se=se1 / to_theta,
         smoothed_grad_norm=float(np.linalg.norm(m0)),
-        z_smoothed_nonzero=float(np.nanmax(z_smooth)),
-        z_first_vs_zeroth=float(np.nanmax(z_gap)),
+        z_smoothed_nonzero=float(np.nanmax(z_smooth)) if d else 0.0,
+        z_first_vs_zeroth=float(np.nanmax(z_gap)) if d else 0.0,
         bias_gap=float(np.linalg.norm(m1 - m0)),
         epsilon=epsilon,
         stiffness_ratio=rho,
-        first_kurtosis=float(m["first_kurtosis"]),
+        first_kurtosis=_excess_kurtosis(norms),
         max_loss_change=max_dL,
         max_sample_grad=max_norm,
         grad_along_directions=ad,
@@ -336,8 +488,42 @@ def measure(
         fd_over_grad=float(np.max(excess[-1])),
         local_change=local,
         typical_change=typical,
-        evaluations={"loss": 1 + 2 * fd.size + int(m["num_zeroth_loss_evals"]), "grad": 1 + n},
+        evaluations={"loss": 1 + 2 * fd.size + dL.size, "grad": 1 + n},
+        sigma_components=sig_vec,
+        scale=scale,
+        sigma_form=form,
+        num_samples=n,
     )
+
+
+def measure(
+    loss: Callable[[Any], Any],
+    theta: Any,
+    key: jax.Array,
+    *,
+    sigma: Any = None,
+    num_samples: int = 256,
+    rel_steps: Any = DEFAULT_REL_STEPS,
+    num_directions: int = 8,
+) -> Measurements:
+    """Sample the loss around θ (one jitted batch) and reduce the samples to statistics.
+
+    The arguments are those of :func:`~diffsim.diagnose` (counts and steps already checked);
+    ``sigma`` is a number, a pytree like θ, :class:`~diffsim.Relative`, or ``None``
+    (:func:`default_sigma`). N = ``num_samples`` FoBG samples and N/2 antithetic ZoBG pairs.
+    Cost: ``1 + 2·k·m + N`` loss and ``1 + N`` gradient evaluations (N rounded down to
+    even). :func:`~diffsim.diagnose` draws its samples in rounds through :class:`Sampler`.
+
+    Raises:
+        ValueError: σ is not finite and > 0, below θ's resolution, or a pytree unlike θ;
+            θ has a non-finite leaf.
+        TypeError: ``loss`` is not callable or not scalar.
+    """
+    chunk = max(2, int(num_samples) // 2 * 2)
+    s = Sampler(loss, theta, key, sigma=sigma, chunk=chunk, capacity=chunk,
+                rel_steps=rel_steps, num_directions=num_directions)  # fmt: skip
+    s.extend(chunk)
+    return s.measurements()
 
 
 # ---------------------------------------------------------------------------------------

@@ -45,6 +45,11 @@ class Thresholds:
             long for first-order gradients; ``None`` without a rollout.
         concentration_limit: share of that growth one step may explain for it to count as
             chaos rather than stiffness; ``None`` without a rollout.
+        z_clear: significance below which a statistic is "clearly no"; between it and
+            ``z_threshold`` it is undecided, and the sequential test draws more samples.
+        gap_tolerance: η, the share of the smoothed gradient's norm a first-/zeroth-order
+            gap must exceed to matter: a gap smaller than η·‖ḡ⁰‖ does not change what the
+            user should do, however many samples make it significant.
     """
 
     z_threshold: float
@@ -52,10 +57,18 @@ class Thresholds:
     stiffness_kurtosis: float
     chaos_growth: float | None = None
     concentration_limit: float | None = None
+    z_clear: float = 2.0
+    gap_tolerance: float = 0.1
 
 
 Test = Callable[[Measurements, Thresholds], "Flag | None"]
-Advice = Callable[[frozenset, float], str]
+Advice = Callable[[frozenset, "float | str"], str]
+"""``advise(flags, sigma)``: σ as one number, or its description when it differs per
+component."""
+
+
+def _no_band(m: Measurements, t: Thresholds) -> Flag | None:
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,12 +76,32 @@ class Rule:
     """A flag: ``test(measurements, thresholds)`` returns the :class:`Flag` (message and
     evidence) when raised, else ``None``; ``advise(flags, sigma)`` says what to do when it
     is raised, given all flags raised and σ; ``urgency`` orders the advice (lowest first:
-    what must be fixed before anything else)."""
+    what must be fixed before anything else). ``undecided(measurements, thresholds)``
+    returns a :class:`Flag` (why, and the evidence) when the flag is not raised but its
+    statistic lies between "clearly no" and "clearly yes", so that more samples could
+    raise it (the sequential test then draws them); rules whose statistics do not depend
+    on the number of samples leave it at the default (never undecided)."""
 
     name: str
     test: Test
     advise: Advice
     urgency: int
+    undecided: Test = _no_band
+
+
+def _sigma_text(sigma: float | str) -> str:
+    return f"{sigma:.3g}" if isinstance(sigma, (int, float)) else str(sigma)
+
+
+def samples_to_decide(z: float, n: int, t: Thresholds) -> int:
+    """The samples at which a statistic now at ``z`` (with N = ``n``) would reach
+    ``z_threshold`` if the effect it measures is real: z grows like √N, so
+    N·(z_threshold / z)², rounded up to a doubling of N (the sequential test's rounds)."""
+    if not (z > 0 and np.isfinite(z)):
+        return n
+    need = n * (t.z_threshold / z) ** 2
+    doublings = max(0, int(np.ceil(np.log2(max(need / n, 1.0)))))
+    return n * 2**doublings
 
 
 # shared conditions ---------------------------------------------------------------------
@@ -127,11 +160,11 @@ def _non_finite(m: Measurements, t: Thresholds) -> Flag | None:
     )
 
 
-def _non_finite_advice(flags: frozenset, sigma: float) -> str:
+def _non_finite_advice(flags: frozenset, sigma: float | str) -> str:
     return (
         "fix the non-finite values first: guard switch points with the double-where "
         "pattern and check the model's domain (if the loss is finite at theta, NaN or inf "
-        f"within σ = {sigma:.3g} of it means the perturbations leave that domain: use a "
+        f"within σ = {_sigma_text(sigma)} of it means the perturbations leave that domain: use a "
         "smaller σ); no estimator can average over NaN"
     )
 
@@ -159,19 +192,52 @@ def _plateau(m: Measurements, t: Thresholds) -> Flag | None:
     )  # fmt: skip
 
 
-def _plateau_advice(flags: frozenset, sigma: float) -> str:
+def _plateau_undecided(m: Measurements, t: Thresholds) -> Flag | None:
+    tiny_grad = m.grad_norm <= 0.05 * m.smoothed_grad_norm
+    flat = m.local_change <= 1e-4 * m.typical_change + 16 * m.eps * (abs(m.loss) + 1)
+    changes = m.max_loss_change > 1e-6 * (abs(m.loss) + 1)
+    z = m.z_smoothed_nonzero
+    if not (tiny_grad and flat and not changes and t.z_clear <= z <= t.z_threshold):
+        return None
+    return Flag(
+        "plateau",
+        f"flat here; the smoothed gradient's significance z = {z:.3g} lies between "
+        f"{t.z_clear:g} and {t.z_threshold:g}",
+        {"z_smoothed": z, "num_samples": m.num_samples,
+         "samples_to_decide": samples_to_decide(z, m.num_samples, t)},
+    )  # fmt: skip
+
+
+def _plateau_advice(flags: frozenset, sigma: float | str) -> str:
     if "jump" in flags:
         return "the exact gradient is 0 on this plateau: do not follow it"
     return (
-        f"use zeroth-order or alpha-order with σ = {sigma:.3g} (or analytic smoothing): "
+        f"use zeroth-order or alpha-order with σ = {_sigma_text(sigma)} (or analytic smoothing): "
         "the exact gradient is 0 here but the smoothed loss slopes"
     )
 
 
-PLATEAU = Rule("plateau", _plateau, _plateau_advice, urgency=3)
+PLATEAU = Rule("plateau", _plateau, _plateau_advice, urgency=3, undecided=_plateau_undecided)
 
 
 # jump: FoBG and ZoBG disagree, or central differences grow like 1/δ ----------------------
+
+
+def z_relevant_gap(m: Measurements, t: Thresholds) -> float:
+    r"""The significance of the part of the first-/zeroth-order gap that matters:
+    :math:`\max_i (|ḡ^1_i − ḡ^0_i| − η‖ḡ^0‖)/\mathrm{SE}_i` in the scaled coordinates
+    (η = ``gap_tolerance``; the norm is ``smoothed_grad_norm``). With η = 0 it is
+    ``z_first_vs_zeroth``. A cliff 3σ away leaves a gap of ~1 % of the gradient: real, and
+    significant with enough samples, but no reason to distrust the exact gradient."""
+    if m.zeroth_mean.size == 0:
+        return 0.0
+    s = m.scale if m.scale.size == m.zeroth_mean.size else np.ones_like(m.zeroth_mean)
+    gap = np.abs(m.first_mean - m.zeroth_mean) * s
+    se = np.sqrt(m.zeroth_se**2 + m.first_se**2) * s
+    excess = gap - t.gap_tolerance * m.smoothed_grad_norm
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(se > 0, excess / se, np.where(excess > 0, np.inf, 0.0))
+    return float(np.max(z))
 
 
 def _jump(m: Measurements, t: Thresholds) -> Flag | None:
@@ -182,7 +248,8 @@ def _jump(m: Measurements, t: Thresholds) -> Flag | None:
         & (m.fd_excess[-1] > 10 * (np.abs(ad) + m.grad_norm * 1e-3 + m.fd_noise[-1]))
     )  # fmt: skip
     # heavy first-order tails explain a disagreement: that is stiffness, not a jump
-    disagree = m.z_first_vs_zeroth > t.z_threshold and not _heavy_tails(m, t)
+    z_gap = z_relevant_gap(m, t)
+    disagree = z_gap > t.z_threshold and not _heavy_tails(m, t)
     if not (disagree or bool(np.any(fd_jump))):
         return None
     return Flag(
@@ -190,20 +257,34 @@ def _jump(m: Measurements, t: Thresholds) -> Flag | None:
         "a discontinuity within σ: "
         + ("first- and zeroth-order estimates disagree beyond their standard errors"
            if disagree else "central differences grow like 1/δ as δ shrinks"),
-        {"z_first_vs_zeroth": m.z_first_vs_zeroth, "bias_gap": m.bias_gap,
-         "epsilon": m.epsilon, "fd_slope": m.fd_slope_small_steps},
+        {"z_first_vs_zeroth": m.z_first_vs_zeroth, "z_beyond_tolerance": z_gap,
+         "bias_gap": m.bias_gap, "epsilon": m.epsilon, "fd_slope": m.fd_slope_small_steps},
     )  # fmt: skip
 
 
-def _jump_advice(flags: frozenset, sigma: float) -> str:
+def _jump_undecided(m: Measurements, t: Thresholds) -> Flag | None:
+    z = z_relevant_gap(m, t)
+    if _heavy_tails(m, t) or not (t.z_clear <= z <= t.z_threshold):
+        return None
+    return Flag(
+        "jump",
+        f"first- and zeroth-order estimates differ by z = {z:.3g} standard errors beyond "
+        f"{100 * t.gap_tolerance:g} % of the smoothed gradient: between {t.z_clear:g} "
+        f"(clearly no) and {t.z_threshold:g} (clearly a jump)",
+        {"z_beyond_tolerance": z, "bias_gap": m.bias_gap, "num_samples": m.num_samples,
+         "samples_to_decide": samples_to_decide(z, m.num_samples, t)},
+    )  # fmt: skip
+
+
+def _jump_advice(flags: frozenset, sigma: float | str) -> str:
     return (
-        f"use the alpha-order estimator (or zeroth-order) with σ = {sigma:.3g}: "
+        f"use the alpha-order estimator (or zeroth-order) with σ = {_sigma_text(sigma)}: "
         "first-order samples miss the jump; or smooth the contact analytically with a "
         "temperature comparable to σ"
     )
 
 
-JUMP = Rule("jump", _jump, _jump_advice, urgency=2)
+JUMP = Rule("jump", _jump, _jump_advice, urgency=2, undecided=_jump_undecided)
 
 
 # stiffness: an enormous, short-lived derivative ------------------------------------------
@@ -233,14 +314,40 @@ def _stiffness(m: Measurements, t: Thresholds) -> Flag | None:
     )  # fmt: skip
 
 
-def _stiffness_advice(flags: frozenset, sigma: float) -> str:
+def _stiffness_undecided(m: Measurements, t: Thresholds) -> Flag | None:
+    if _growth(m, t) is not None or _heavy_tails(m, t):
+        return None  # the horizon decides, or the flag is raised
+    rho, kurt = m.stiffness_ratio, m.first_kurtosis
+    # one tail statistic past its threshold, the other within a factor 2 of it: the rare
+    # huge samples are rare, so more samples may show them (ρ and kurtosis grow with N)
+    near = (rho > t.stiffness_ratio and kurt > t.stiffness_kurtosis / 2) or (
+        kurt > t.stiffness_kurtosis and rho > t.stiffness_ratio / 2
+    )
+    if not near:
+        return None
+    return Flag(
+        "stiffness",
+        f"per-sample gradient tails near the thresholds (ρ = {rho:.3g} against "
+        f"{t.stiffness_ratio:g}, excess kurtosis {kurt:.3g} against {t.stiffness_kurtosis:g})",
+        {
+            "stiffness_ratio": rho,
+            "first_kurtosis": kurt,
+            "num_samples": m.num_samples,
+            "samples_to_decide": 2 * m.num_samples,
+        },
+    )
+
+
+def _stiffness_advice(flags: frozenset, sigma: float | str) -> str:
     return (
-        f"use zeroth-order (or alpha-order) with σ = {sigma:.3g}: its variance does not "
+        f"use zeroth-order (or alpha-order) with σ = {_sigma_text(sigma)}: its variance does not "
         "grow with stiffness; or soften the contact (lower k, smooth penalty) or shrink h"
     )
 
 
-STIFFNESS = Rule("stiffness", _stiffness, _stiffness_advice, urgency=4)
+STIFFNESS = Rule(
+    "stiffness", _stiffness, _stiffness_advice, urgency=4, undecided=_stiffness_undecided
+)
 
 
 # chaos: the rollout Jacobian grows exponentially, spread over the horizon ----------------
@@ -259,10 +366,10 @@ def _chaos(m: Measurements, t: Thresholds) -> Flag | None:
     )
 
 
-def _chaos_advice(flags: frozenset, sigma: float) -> str:
+def _chaos_advice(flags: frozenset, sigma: float | str) -> str:
     return (
         "shorten the horizon (or optimise over shorter windows, e.g. multiple shooting): "
-        f"sensitivities grow exponentially; else zeroth-order with σ = {sigma:.3g}, whose "
+        f"sensitivities grow exponentially; else zeroth-order with σ = {_sigma_text(sigma)}, whose "
         "variance does not grow with the Jacobian"
     )
 
@@ -296,7 +403,15 @@ def decide(m: Measurements, thresholds: Thresholds) -> tuple[Flag, ...]:
     )
 
 
-def recommend(flags: Iterable[str], sigma: float) -> str:
+def undecided(m: Measurements, thresholds: Thresholds) -> tuple[Flag, ...]:
+    """The flags not raised whose statistic is undecided (between "clearly no" and
+    "clearly yes"), in :data:`FLAGS` order; none rests on a non-finite statistic."""
+    raised = {f.name for f in decide(m, thresholds)}
+    out = (rule.undecided(m, thresholds) for rule in RULES if rule.name not in raised)
+    return tuple(f for f in out if f is not None and _finite_evidence(f))
+
+
+def recommend(flags: Iterable[str], sigma: float | str) -> str:
     """What to use, given the names of the flags raised (at smoothing scale σ).
 
     Example:

@@ -19,8 +19,8 @@ from ._battery import cases as cases
 from ._battery import check_problem as check_problem
 from ._battery import held_out_cases as held_out_cases
 from ._battery import run_battery as run_battery
-from ._diagnose import Diagnosis as Diagnosis
 from ._diagnose import VERDICTS as VERDICTS
+from ._diagnose import Diagnosis as Diagnosis
 from ._diagnose import GradCheck as GradCheck
 from ._diagnose import check_grad as check_grad
 from ._diagnose import diagnose as diagnose
@@ -41,6 +41,7 @@ __all__ = [
     "FLAGS",
     "PRESETS",
     "RULES",
+    "VERDICTS",
     "Case",
     "Check",
     "Diagnosis",
@@ -52,13 +53,12 @@ __all__ = [
     "Rule",
     "Sampler",
     "Thresholds",
-    "VERDICTS",
     "battery_table",
     "cases",
     "check_grad",
     "check_problem",
-    "diagnose",
     "default_sigma",
+    "diagnose",
     "diagnose_rollout",
     "held_out_cases",
     "measure",

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from ..systems import SYSTEMS, LossProblem, Problem, bouncing_ball
+from ..systems import SYSTEMS, LossProblem, Problem, bouncing_ball, pendulum
 from ..systems import projectile_wall as pw
 from ._diagnose import Diagnosis, diagnose, diagnose_rollout
 
@@ -29,12 +29,21 @@ go to :func:`~diffsim.diagnose`: ``sigma``, ``num_samples``, ...)."""
 
 @dataclasses.dataclass(frozen=True)
 class Case:
-    """A battery case: ``run(key)`` diagnoses it; ``expected`` are the right flags."""
+    """A battery case: ``run(key)`` diagnoses it; ``expected`` are the right flags and
+    ``verdict`` the right verdict (``None``: ``"untrusted"`` when flags are expected, else
+    ``"trusted"``)."""
 
     name: str
     expected: frozenset[str]
     why: str
     run: Check
+    verdict: str | None = None
+
+    @property
+    def expected_verdict(self) -> str:
+        if self.verdict is not None:
+            return self.verdict
+        return "untrusted" if self.expected else "trusted"
 
 
 # ---------------------------------------------------------------------------------------
@@ -84,8 +93,47 @@ def _system(name: str, preset: str | None = None, **settings) -> Check:
     return check_problem(SYSTEMS[name].build(preset, **settings))
 
 
-def _wall(v0: float) -> Check:
-    return _system("wall", v0=v0)
+def _wall(v0: float, sigma: float | None = None) -> Check:
+    if sigma is None:
+        return _system("wall", v0=v0)
+    check = _system("wall", v0=v0)
+    return lambda key, **options: check(key, **dict(options, sigma=sigma))
+
+
+def _final_angle_sq(s):
+    return s[0] ** 2
+
+
+def _damped_pendulum(key, **options) -> Diagnosis:
+    """d angle_T² / dθ of a damped pendulum, θ = {g/l: 4, damping: 0.2}: a damping 20
+    times smaller than g/l, which one absolute σ (the former default, 0.2) would perturb
+    by its whole value."""
+    sys = pendulum(h=0.01, g_over_l=4.0, damping=0.2, angle0=2.5)
+    return diagnose_rollout(sys.step, sys.s0, sys.theta, 1000, _final_angle_sq, key,
+                            wrt="theta", **options)  # fmt: skip
+
+
+def _nan_beyond(t):
+    # finite (and smooth) below θ = 1, NaN beyond: a model used outside its domain
+    return jnp.where(t < 1.0, (t - 0.5) ** 2, jnp.nan)
+
+
+def _buried_jump(t):
+    # a bowl with a small step at 0, seen from θ = 0.5 at σ = 1: the step's share of the
+    # smoothed gradient is real (beyond the 10 % tolerance), but 128 samples measure it at
+    # z ≈ 3 ± 1, between "clearly no" (2) and "clearly yes" (4)
+    return 0.5 * t**2 + BURIED_JUMP * jnp.where(t >= 0.0, 1.0, 0.0)
+
+
+BURIED_JUMP = 1.2
+"""The step of :func:`_buried_jump` (the bowl's curvature is 1, σ = 1)."""
+
+
+def _buried(key, **options) -> Diagnosis:
+    """The buried step with one round of 128 samples and a wide band of doubt, z in
+    [1, 5]: its z (about 3, spread ±1.5 at N = 128) falls inside for ~19 seeds in 20."""
+    opts = dict(sigma=1.0, max_samples=128, z_clear=1.0, z_threshold=5.0) | options
+    return diagnose(_buried_jump, jnp.asarray(0.5), key, **opts)
 
 
 def _bounce(toi: bool) -> Check:
@@ -147,6 +195,19 @@ def cases() -> list[Case]:
         Case("sqrt at a switch point (θ = 0)", frozenset({"non_finite"}),
              "where(θ > 0, sqrt(θ), 0) has a NaN gradient at 0",
              lambda key: diagnose(_sqrt_trap, jnp.asarray(0.0), key, sigma=0.1)),
+        # added with the sequential test and the per-component default σ
+        Case("damped pendulum, θ = {g/l: 4, damping: 0.2} (d / dθ)", frozenset(),
+             "smooth; default σ is 5 % of each component (0.2 and 0.01)", _damped_pendulum),
+        Case("NaN beyond θ = 1 (θ = 0.95, σ = 0.1)", frozenset({"non_finite"}),
+             "NaN samples: no other flag may rest on them",
+             lambda key: diagnose(_nan_beyond, jnp.asarray(0.95), key, sigma=0.1)),
+        Case("wall, cliff 0.5σ above (v0 = 8.9, σ = 1)", frozenset({"plateau", "jump"}),
+             "flat here, the cliff 0.5σ away", _wall(8.9, 1.0)),
+        Case("wall, optimum, cliff 0.5σ below (v0 = 9.9, σ = 1)", frozenset({"jump"}),
+             "smooth here; 256 fixed samples missed the cliff", _wall(9.9, 1.0)),
+        Case("small step 0.5σ away, budget 128, doubt z in [1, 5] (θ = 0.5, σ = 1)",
+             frozenset(), f"a step of {BURIED_JUMP} beside a bowl: z ≈ 3 ± 1.5 at the budget",
+             _buried, verdict="inconclusive"),
     ]  # fmt: skip
 
 
@@ -229,9 +290,15 @@ def run_battery(seed: int = 0, *, which: str = "calibration") -> list[dict]:
                 "why": case.why,
                 "expected": sorted(case.expected),
                 "flags": sorted(got),
+                "undecided": [f.name for f in d.undecided],
+                "expected_verdict": case.expected_verdict,
                 "verdict": d.verdict,
+                "wrong_verdict": d.verdict != case.expected_verdict,
                 "false_alarms": sorted(got - case.expected),
                 "misses": sorted(case.expected - got),
+                "samples": d.evaluations.get("samples"),
+                "max_samples": d.evaluations.get("max_samples"),
+                "samples_to_decide": d.samples_to_decide,
                 "evaluations": d.evaluations,
                 "recommendation": d.recommendation,
             }
@@ -242,16 +309,23 @@ def run_battery(seed: int = 0, *, which: str = "calibration") -> list[dict]:
 def battery_table(rows: list[dict]) -> str:
     """The battery as a markdown table, with totals of false alarms and misses."""
     lines = [
-        "| case | expected flags | doctor's flags | verdict | false alarms | misses |",
-        "|---|---|---|---|---|---|",
+        "| case | expected flags | doctor's flags | verdict (expected) | samples used "
+        "| false alarms | misses |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        verdict = r["verdict"] + (
+            f" (expected {r['expected_verdict']})" if r["wrong_verdict"] else ""
+        )
+        if r["verdict"] == "inconclusive":
+            verdict += f": {', '.join(r['undecided'])}? decided by ~{r['samples_to_decide']}"
         lines.append(
             f"| {r['case']} | {', '.join(r['expected']) or '—'} | {', '.join(r['flags']) or '—'} "
-            f"| {r['verdict']} | {', '.join(r['false_alarms']) or '0'} | "
-            f"{', '.join(r['misses']) or '0'} |"
+            f"| {verdict} | {r['samples']} of {r['max_samples']} "
+            f"| {', '.join(r['false_alarms']) or '0'} | {', '.join(r['misses']) or '0'} |"
         )
     fa = sum(len(r["false_alarms"]) for r in rows)
     mi = sum(len(r["misses"]) for r in rows)
-    lines.append(f"\n{len(rows)} cases: {fa} false alarms, {mi} misses.")
+    wv = sum(bool(r["wrong_verdict"]) for r in rows)
+    lines.append(f"\n{len(rows)} cases: {fa} false alarms, {mi} misses, {wv} wrong verdicts.")
     return "\n".join(lines)

@@ -23,6 +23,7 @@ from diffsim.app import Callbacks, DemoModel, InputError, create_app, readouts
 from diffsim.app._model import (
     ESTIMATOR_LABELS,
     OPT_SAMPLES,
+    PAGE_ESTIMATORS,
     estimator_for,
     parse_estimator,
     parse_sigma,
@@ -241,11 +242,13 @@ def test_draw_shows_curves_point_and_every_estimator(callbacks, model):
     i = loss["x"].index(8.5)
     assert loss["y"][i] == pytest.approx(float(pw.loss(8.5)))
     assert fig["data"][3]["x"] == [8.0] and fig["data"][3]["y"] == [16.0]
-    assert len(gfig["data"]) == 5
+    assert len(gfig["data"]) == len(PAGE_ESTIMATORS) + 1  # and the smoothed-τ model
     g = model.gradients(8.0, 1.0, 0.3)
     assert g.estimate[0] == 0.0  # exact gradient on the plateau
     # the randomized estimators see the cliff: they point toward it (d loss/d v0 < 0)
     assert g.estimate[1] + 2 * g.std_error[1] < 0
+    auto = PAGE_ESTIMATORS.index("auto")  # and auto is not fooled by the plateau
+    assert g.estimate[auto] + 2 * g.std_error[auto] < 0
     assert g.smoothed_slope < 0
 
 

@@ -13,8 +13,8 @@ import optax
 from jaxtyping import Array, PyTree
 
 from ._checks import as_arrays, as_used, check_int, check_key, check_positive, default_float
-from .estimators import Estimator, GradientEstimate
 from ._sigma import sigma_vector
+from .estimators import Estimator, GradientEstimate
 
 Schedule = Callable[[Array], Array]
 """A schedule ``step -> value`` (any callable of the step index; Optax schedules work)."""

@@ -16,6 +16,8 @@ from typing import Any
 from .alpha_order import AlphaOrder as AlphaOrder
 from .alpha_order import bernstein_radius as bernstein_radius
 from .alpha_order import choose_alpha as choose_alpha
+from .auto import Auto as Auto
+from .auto import describe_choice as describe_choice
 from .base import BASE_QUANTITIES as BASE_QUANTITIES
 from .base import QUANTITIES as QUANTITIES
 from .base import Estimator as Estimator
@@ -36,6 +38,7 @@ ESTIMATORS: dict[str, type[Estimator]] = {
     "zeroth": ZerothOrder,
     "first": FirstOrder,
     "alpha": AlphaOrder,
+    "auto": Auto,
 }
 """Name → estimator class: :func:`make_estimator`, the CLI's ``--estimator`` choices, the
 page and the parametrized tests read it (in this order)."""
@@ -62,6 +65,7 @@ __all__ = [
     "ESTIMATORS",
     "QUANTITIES",
     "AlphaOrder",
+    "Auto",
     "Estimator",
     "Exact",
     "FiniteDifference",
@@ -74,6 +78,7 @@ __all__ = [
     "ZerothOrder",
     "bernstein_radius",
     "choose_alpha",
+    "describe_choice",
     "make_estimator",
     "rollout_input_loss",
 ]

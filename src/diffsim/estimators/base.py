@@ -52,6 +52,10 @@ QUANTITIES: dict[str, Quantity] = {
         Quantity("bias_gap", "B", "grad", "‖first-order mean − zeroth-order mean‖"),
         Quantity("zeroth_variance", "σ̂₀²", "grad²", "zeroth-order per-sample variance"),
         Quantity("first_variance", "σ̂₁²", "grad²", "first-order per-sample variance"),
+        Quantity("choice", "choice", "choice", "what the auto estimator returned (a code)"),
+        Quantity("sigma_used", "σ used", "θ", "the (largest component of) σ sampled at"),
+        Quantity("widenings", "σ widenings", "count", "times σ grew ×4 on a plateau"),
+        Quantity("z_gap", "z (FoBG − ZoBG)", "", "first-/zeroth-order gap in standard errors"),
     )
 }
 """Every quantity an estimator can report, by name, in report order."""
@@ -98,7 +102,13 @@ class GradientEstimate(eqx.Module):
             exact and finite differences).
         epsilon: ε, the Bernstein confidence radius of the ZoBG mean (AoBG only).
         bias_gap: B = ‖ḡ¹ − ḡ⁰‖, the gap between the first- and zeroth-order means
-            (AoBG only).
+            (AoBG and auto).
+        sigma_used: the σ the samples were drawn at (its largest component; auto only,
+            which may widen it; NaN otherwise).
+        choice: what the auto estimator returned (a code of
+            :data:`diffsim.estimators.auto.CHOICES`; −1 for the other estimators).
+        z_gap: the first-/zeroth-order gap in combined standard errors (auto only).
+        widenings: how many times auto widened σ on a plateau (0 for the others).
     """
 
     estimate: PyTree[Array]
@@ -111,6 +121,10 @@ class GradientEstimate(eqx.Module):
     alpha: Array
     epsilon: Array
     bias_gap: Array
+    sigma_used: Array
+    choice: Array
+    z_gap: Array
+    widenings: Array
     reports: tuple[str, ...] = eqx.field(static=True, default=())
     """The estimator-specific quantities it computed (names in :data:`QUANTITIES`), reported
     by :meth:`report` after :data:`BASE_QUANTITIES`."""
@@ -148,14 +162,18 @@ def make_result(
     estimate: Array,
     std_error: Array,
     *,
-    num_loss_evals: int,
-    num_grad_evals: int,
+    num_loss_evals: Any,
+    num_grad_evals: Any,
     variance: Any = jnp.nan,
     zeroth_variance: Any = jnp.nan,
     first_variance: Any = jnp.nan,
     alpha: Any = jnp.nan,
     epsilon: Any = jnp.nan,
     bias_gap: Any = jnp.nan,
+    sigma_used: Any = jnp.nan,
+    choice: Any = -1,
+    z_gap: Any = jnp.nan,
+    widenings: Any = 0,
     reports: tuple[str, ...] = (),
 ) -> GradientEstimate:
     """Build a :class:`GradientEstimate` from flat vectors (internal helper)."""
@@ -175,6 +193,10 @@ def make_result(
         alpha=scalar(alpha),
         epsilon=scalar(epsilon),
         bias_gap=scalar(bias_gap),
+        sigma_used=scalar(sigma_used),
+        choice=jnp.asarray(choice, jnp.int32),
+        z_gap=scalar(z_gap),
+        widenings=jnp.asarray(widenings, jnp.int32),
         reports=reports,
     )
 
@@ -278,7 +300,13 @@ class Estimator(eqx.Module):
     def defaults(cls) -> Mapping[str, Any]:
         """Each option's default, as the constructor would use it."""
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        return {o.name: fields[o.name].default for o in cls.options}
+
+        def default(f: dataclasses.Field) -> Any:
+            if f.default is dataclasses.MISSING and f.default_factory is not dataclasses.MISSING:
+                return f.default_factory()
+            return f.default
+
+        return {o.name: default(fields[o.name]) for o in cls.options}
 
     def smoothing_scale(self) -> Array | None:
         """σ for a smoothing estimator, ``None`` for the others."""

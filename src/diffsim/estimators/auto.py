@@ -1,0 +1,312 @@
+r"""The ``auto`` estimator: the exact gradient where it can be trusted, and otherwise the
+right mix of first- and zeroth-order samples — decided per call, from evidence it reports.
+
+One call, one compiled batch (no Python loop over samples):
+
+1. **σ to the scale of θ.** σ is :class:`~diffsim.Relative` by default (5 % of each
+   component, with a floor), or any σ form the other estimators take.
+2. **Widen σ on a plateau.** When ∇L(θ) predicts no change over σ (zero to rounding) and
+   the zeroth-order mean of N perturbed losses at σ is not significantly non-zero, nothing
+   within σ points anywhere: σ grows ×4 and fresh samples are drawn, up to ``max_widen``
+   times (``lax.while_loop``: only the rounds needed are paid for, N losses each).
+3. **The doctor's tests at the final σ.** N first-order samples ∇L(θ + σ⊙z) beside the N
+   zeroth-order ones of step 2 (independent, as AoBG's), and the exact ∇L(θ):
+
+   * *agree*: the first- and zeroth-order means differ by at most ``z_threshold`` combined
+     standard errors in every component (Suh et al.'s bias test, scale-free: the tolerated
+     gap γ is the statistical resolution of the two means, not a number in gradient units),
+     and so do ∇L(θ) and the zeroth-order mean (a plateau's 0 against a slope within σ);
+   * *tails*: the first-order samples are far larger than the loss changes within σ explain
+     (ρ = max‖σ⊙g¹ᵢ‖ / max|ΔL| > ``stiffness_ratio``) with heavy tails (excess kurtosis of
+     ‖σ⊙g¹ᵢ‖ > ``stiffness_kurtosis``): FoBG's empirical bias under stiff contact.
+
+4. **The choice** (``choice``, with the evidence):
+
+   ====  ==========  ===============================================================
+   code  name        when, and what is returned
+   ====  ==========  ===============================================================
+   0     exact       agree, no heavy tails, σ not widened: ∇L(θ) (zero variance)
+   1     mixed       otherwise, without heavy tails: :math:`α ĝ^1 + (1 − α) ĝ^0` with
+                     AoBG's rule at a tolerated bias of ‖SE(ĝ⁰)‖: the minimum-variance
+                     α∞ when α∞B ≤ ‖SE(ĝ⁰)‖, else ‖SE(ĝ⁰)‖/B — so a real jump (B ≫ SE)
+                     gets α ≈ 0 and a false alarm (B ≈ SE) the minimum variance
+   2     zeroth      σ widened on a plateau and the first-order samples see no slope
+                     (FoBG is blind there by construction): ZoBG, unbiased
+   3     zeroth      heavy first-order tails (stiffness): ZoBG, whose variance does not
+                     grow with the stiffness
+   4     none        the loss or a sample family is non-finite: NaN, never a number
+   ====  ==========  ===============================================================
+
+   Falsely distrusting the exact gradient costs variance (code 1 is then the
+   minimum-variance mix); falsely trusting it costs bias. So ``z_threshold`` (2) is lower
+   than the doctor's (4).
+
+Cost per call: ``N·r + 1`` loss and ``N + 1`` gradient evaluations for r sampling rounds
+(r = 1 unless σ was widened), reported in the estimate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array
+
+from .._sigma import Relative, check_sigma, describe, sigma_vector
+from ._common import call_args, positive_field, samples_field, warn_resolution
+from .alpha_order import choose_alpha
+from .base import (
+    SIGMA,
+    GradientEstimate,
+    Loss,
+    Option,
+    SmoothingEstimator,
+    flatten_loss,
+    make_result,
+    mean_and_stats,
+)
+from .first_order import first_order_samples
+
+CHOICES: tuple[str, ...] = ("exact", "mixed", "zeroth", "zeroth", "none")
+"""The name of each ``choice`` code (see the module docstring)."""
+
+REASONS: tuple[str, ...] = (
+    "first- and zeroth-order samples agree within σ and have no heavy tails: the exact "
+    "gradient is trustworthy",
+    "the exact gradient is not vouched for (the first-/zeroth-order gap, a widened σ, or a "
+    "non-finite ∇L(θ)): first- and zeroth-order samples mixed, the first-order share "
+    "capped so that its bias stays within the zeroth-order mean's standard error",
+    "the loss is flat within the σ asked for (a plateau) and the first-order samples see no "
+    "slope at the widened σ: zeroth order, unbiased",
+    "rare, huge first-order samples with heavy tails (stiff contact): zeroth order, whose "
+    "variance does not grow with the stiffness",
+    "the loss or its samples are NaN or inf: no estimate",
+)
+"""Why each ``choice`` code was taken."""
+
+WIDEN = 4.0
+"""σ grows by this factor per widening round on a plateau."""
+
+
+def _excess_kurtosis(v: Array) -> Array:
+    c = v - jnp.mean(v)
+    m2 = jnp.mean(c**2)
+    return jnp.where(m2 > 0, jnp.mean(c**4) / jnp.where(m2 > 0, m2, 1.0) ** 2 - 3.0, 0.0)
+
+
+@eqx.filter_jit
+def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis):
+    f, x, unravel = flatten_loss(loss, theta)
+    s0 = sigma_vector(sigma, theta)
+    dt = x.dtype
+    n, d = num_samples, x.shape[0]
+    L0 = f(x)
+    eps = jnp.finfo(dt).eps
+    tol = 16 * eps * (jnp.abs(L0) + 1)
+    k_widen, k1 = jax.random.split(key)
+
+    def draw(r):  # round r: N perturbed losses at σ·WIDEN^r
+        z = jax.random.normal(jax.random.fold_in(k_widen, r), (n, d), dt)
+        s = s0 * jnp.asarray(WIDEN, dt) ** r
+        return z, s, jax.vmap(f)(x + s * z)
+
+    g_exact = jax.grad(f)(x)
+    # the exact gradient predicts no change over σ (zero to rounding): a plateau, unless
+    # the zeroth-order samples see a significant slope within σ
+    exact_flat = jnp.sum(jnp.abs(s0 * g_exact)) <= tol
+
+    def no_slope(z, s, fz):
+        m, se, _ = mean_and_stats((fz - L0)[:, None] * z / s)
+        return jnp.all(jnp.abs(m) <= z_threshold * se)
+
+    def cond(c):
+        r, z, s, fz = c
+        return (r < max_widen) & exact_flat & no_slope(z, s, fz)
+
+    def body(c):
+        r = c[0] + 1
+        return (r, *draw(r))
+
+    rounds, z, s, fz = jax.lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), *draw(0)))
+    widened = rounds > 0
+
+    dL = fz - L0
+    g0 = dL[:, None] * z / s
+    g1 = first_order_samples(f, x, s, k1, n)
+    m0, se0, var0 = mean_and_stats(g0)
+    m1, se1, var1 = mean_and_stats(g1)
+
+    # agree: the gap within z_threshold combined standard errors, componentwise
+    comb = jnp.sqrt(se0**2 + se1**2)
+    gap = jnp.abs(m1 - m0)
+    z_comp = jnp.where(
+        comb > 0, gap / jnp.where(comb > 0, comb, 1.0), jnp.where(gap > 0, jnp.inf, 0.0)
+    )
+    z_gap = jnp.max(z_comp)
+    # and ∇L(θ) itself against the zeroth-order mean (a plateau's 0 against a slope)
+    dev = jnp.abs(g_exact - m0)
+    z_exact = jnp.max(
+        jnp.where(se0 > 0, dev / jnp.where(se0 > 0, se0, 1.0), jnp.where(dev > 0, jnp.inf, 0.0))
+    )
+    agree = (z_gap <= z_threshold) & (z_exact <= z_threshold)
+    # tails: per-sample first-order changes over σ against the loss changes observed
+    norms = jnp.sqrt(jnp.sum((s * g1) ** 2, axis=1))
+    rho = jnp.max(norms) / jnp.maximum(jnp.max(jnp.abs(dL)), tol)
+    heavy = (rho > ratio) & (_excess_kurtosis(norms) > kurtosis)
+
+    finite0 = jnp.all(jnp.isfinite(g0)) & jnp.isfinite(L0)
+    finite1 = jnp.all(jnp.isfinite(g1))
+    finite_exact = jnp.all(jnp.isfinite(g_exact))
+    # after widening, does the first-order family see a slope at all?
+    slope = jnp.any(jnp.abs(m1) > z_threshold * se1) | jnp.any((se1 == 0) & (m1 != 0))
+    mixed_or_exact = jnp.where(agree & ~widened & finite_exact, 0, 1)
+    choice = jnp.where(
+        ~(finite0 & finite1),
+        4,
+        jnp.where(heavy, 3, jnp.where(widened & ~slope, 2, mixed_or_exact)),
+    ).astype(jnp.int32)
+
+    # AoBG's rule with the tolerated bias γ − ε = ‖SE of the ZoBG mean‖: the first-order
+    # share adds at most the zeroth-order mean's own standard error of bias
+    B = jnp.sqrt(jnp.sum((m1 - m0) ** 2))
+    se0_norm = jnp.sqrt(jnp.sum(se0**2))
+    alpha_mix = choose_alpha(var0, var1, jnp.zeros((), dt), B, se0_norm)
+    alpha = jnp.select(
+        [choice == 0, choice == 1, choice == 4], [jnp.ones((), dt), alpha_mix, jnp.nan], 0.0
+    ).astype(dt)
+    mixed = alpha * m1 + (1 - alpha) * m0
+    estimate = jnp.where(choice == 0, g_exact, jnp.where(choice == 4, jnp.nan, mixed))
+    se = jnp.where(
+        choice == 0, jnp.zeros_like(se0), jnp.sqrt(alpha**2 * se1**2 + (1 - alpha) ** 2 * se0**2)
+    )
+    return make_result(
+        unravel,
+        estimate.astype(dt),
+        se.astype(dt),
+        num_loss_evals=n * (rounds + 1) + 1,
+        num_grad_evals=n + 1,
+        variance=jnp.where(choice == 0, 0.0, alpha**2 * var1 + (1 - alpha) ** 2 * var0),
+        zeroth_variance=var0,
+        first_variance=var1,
+        alpha=alpha,
+        bias_gap=B,
+        sigma_used=jnp.max(s),
+        choice=choice,
+        z_gap=z_gap,
+        widenings=rounds,
+        reports=Auto.reports,
+    )
+
+
+class Auto(SmoothingEstimator):
+    r"""The estimator that needs no expertise: exact where the doctor's tests trust it,
+    otherwise first- and zeroth-order samples mixed as the evidence says (see the module
+    :mod:`diffsim.estimators.auto` for the algorithm and the choices).
+
+    Args:
+        sigma: the smoothing scale to test at and to smooth with, in any σ form (a number, a
+            pytree like θ, :class:`~diffsim.Relative`); default ``Relative(0.05,
+            floor=0.1)``: 5 % of each component's magnitude (0.005 for a component near 0).
+        num_samples: N per family (>= 4; the tests' power grows with it): N first-order
+            samples and N loss samples per round.
+        max_widen: how many times σ may grow ×4 on a plateau (>= 0, static; default 2:
+            up to 16 × the σ asked for, 80 % of |θ| under the default).
+        z_threshold: significance, in standard errors, of the first-/zeroth-order gap.
+        stiffness_ratio, stiffness_kurtosis: the heavy-tail test (as the doctor's).
+
+    The estimate reports ``choice`` (its code; :data:`CHOICES`, :data:`REASONS`, and
+    :func:`describe_choice` in words), ``sigma_used``, ``widenings``, ``z_gap``, ``alpha``,
+    ``bias_gap`` and both per-sample variances.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.estimators import Auto, describe_choice
+        >>> r = Auto()(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(0))
+        >>> r.estimate.tolist(), describe_choice(r).split(":")[0]
+        ([2.0, -4.0], 'exact')
+        >>> step = lambda t: jnp.where(t > 1.0, 1.0, 0.0)  # flat at 0.5, a jump at 1
+        >>> r = Auto()(step, jnp.asarray(0.5), jax.random.PRNGKey(0))
+        >>> int(r.widenings) > 0, float(r.estimate) > 0
+        (True, True)
+    """
+
+    label = "auto (exact where trusted, else mixed)"
+    short_label = "auto"
+    summary = (
+        "exact gradient where first- and zeroth-order samples agree, else the unbiased or "
+        "minimum-variance mix; σ relative to θ, widened on plateaus"
+    )
+    options = (
+        SIGMA,
+        Option("num_samples", "N, samples per family", int, "", 4),
+    )
+    reports = (
+        "choice",
+        "sigma_used",
+        "widenings",
+        "z_gap",
+        "alpha",
+        "bias_gap",
+        "zeroth_variance",
+        "first_variance",
+    )
+
+    sigma: Any = eqx.field(
+        converter=lambda v: check_sigma("sigma", v), default_factory=lambda: Relative(0.05, 0.1)
+    )
+    num_samples: int = eqx.field(static=True, default=32)
+    max_widen: int = eqx.field(static=True, default=2)
+    z_threshold: Array = eqx.field(
+        converter=lambda v: positive_field("z_threshold", v), default=2.0
+    )
+    stiffness_ratio: Array = eqx.field(
+        converter=lambda v: positive_field("stiffness_ratio", v), default=20.0
+    )
+    stiffness_kurtosis: Array = eqx.field(
+        converter=lambda v: positive_field("stiffness_kurtosis", v), default=10.0
+    )
+
+    def __check_init__(self) -> None:
+        samples_field("num_samples", self.num_samples, minimum=4)
+        if isinstance(self.max_widen, bool) or not isinstance(self.max_widen, int | np.integer):
+            raise TypeError(f"max_widen must be an integer in [0, 20], got {self.max_widen!r}")
+        if not 0 <= self.max_widen <= 20:
+            raise ValueError(f"max_widen must be an integer in [0, 20], got {self.max_widen}")
+
+    def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
+        theta = call_args(theta, key, randomized=True)
+        warn_resolution("sigma", self.sigma, theta)
+        return _auto(
+            loss,
+            theta,
+            key,
+            self.sigma,
+            self.num_samples,
+            self.max_widen,
+            self.z_threshold,
+            self.stiffness_ratio,
+            self.stiffness_kurtosis,
+        )
+
+    def describe_sigma(self) -> str:
+        """σ in words (``relative 0.05 (floor 0.1)``, a number, or ``per component``)."""
+        return describe(self.sigma)
+
+
+def describe_choice(estimate: GradientEstimate) -> str:
+    """What an :class:`Auto` estimate chose and why, in words (concrete estimates only):
+    ``"<name>: <reason> (z = …, σ = …, α = …)"``."""
+    code = int(np.asarray(estimate.choice))
+    if not 0 <= code < len(CHOICES):
+        raise ValueError("describe_choice needs an estimate made by the auto estimator")
+    z = float(np.asarray(estimate.z_gap))
+    alpha = float(np.asarray(estimate.alpha))
+    sigma = float(np.asarray(estimate.sigma_used))
+    widen = int(np.asarray(estimate.widenings))
+    extra = f"z = {z:.3g}, σ = {sigma:.3g}" + (f" after {widen} widening(s)" if widen else "")
+    if np.isfinite(alpha):
+        extra += f", α = {alpha:.3g}"
+    return f"{CHOICES[code]}: {REASONS[code]} ({extra})"

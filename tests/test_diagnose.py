@@ -58,8 +58,14 @@ def test_smooth_loss_is_trusted_and_cost_is_as_stated():
     d = diagnose(lambda t: jnp.sum((t - 1.0) ** 2 + 0.1 * t**3), jnp.array([0.3, -2.0, 1.5]), KEY)
     assert d.verdict == "trusted" and d.flags == ()
     assert d.exact_gradient_trusted
-    # 1 + 2·k·m (k = 3 axes, m = 7 steps) + N + 1 loss evaluations, 1 + N gradients
-    assert d.evaluations == {"loss": 1 + 2 * 3 * 7 + 257, "grad": 257}
+    # 1 + 2·k·m (k = 3 axes, m = 7 steps) + N loss evaluations, 1 + N gradients, with N the
+    # first batch (128): a smooth loss is decided at once
+    assert d.evaluations == {
+        "loss": 1 + 2 * 3 * 7 + 128,
+        "grad": 129,
+        "samples": 128,
+        "max_samples": 2048,
+    }
     assert "exact gradient" in d.recommendation
 
 

@@ -274,8 +274,17 @@ def test_sigma_of_the_wrong_shape_is_refused_clearly():
             key=KEY,
             sigma_schedule=lambda k: jnp.ones(2),
         )
-    with pytest.raises(ValueError, match=r"^sigma must be one number"):
+    # the doctor takes σ in all three forms; one per component gives the same verdict here
+    d = diffsim.diagnose(quad, jnp.zeros(2), KEY, sigma=jnp.array([0.1, 0.2]))
+    assert d.verdict == "trusted"
+    np.testing.assert_allclose(d.measurements["sigma_components"], [0.1, 0.2], rtol=1e-6)
+    rel = diffsim.diagnose(quad, jnp.array([1.0, 4.0]), KEY, sigma=diffsim.Relative(0.1))
+    np.testing.assert_allclose(rel.measurements["sigma_components"], [0.1, 0.4], rtol=1e-6)
+    # ... and refuses, naming σ, one that does not fit θ
+    with pytest.raises(ValueError, match=r"^sigma must be .* with theta's structure"):
         diffsim.diagnose(quad, jnp.zeros(2), KEY, sigma=cast(Any, [0.1, 0.2]))
+    with pytest.raises(ValueError, match=r"^sigma: a leaf of shape \(3,\) does not broadcast"):
+        diffsim.diagnose(quad, jnp.zeros(2), KEY, sigma=jnp.ones(3))
 
 
 def test_integer_theta_is_promoted_by_every_jacobian_route():

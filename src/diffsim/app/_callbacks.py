@@ -25,6 +25,7 @@ from typing import Any
 import dash
 from dash import Input, Output, Patch, State, ctx, html, no_update
 
+from ..doctor import cost_text
 from ..estimators import ESTIMATORS
 from ._figures import (
     COLORS,
@@ -197,7 +198,7 @@ class Callbacks:
             return no_update, no_update, str(err)
         except Exception as err:
             return no_update, no_update, _internal_error(err)
-        colour = "#1a7f37" if d.verdict == "trusted" else "#b42318"
+        colour = {"trusted": "#1a7f37", "inconclusive": "#9a6700"}.get(d.verdict, "#b42318")
         verdict = html.Span(
             [
                 html.B(d.verdict, style={"color": colour}),
@@ -211,9 +212,15 @@ class Callbacks:
             )
             for f in d.flags
         ]
+        items += [
+            html.Li(
+                [html.B(f"{f.name}?"), " undecided: ", f.message, " (", _evidence(f.evidence), ")"],
+                id=f"doctor-undecided-{f.name}",
+            )
+            for f in d.undecided
+        ]
         flags = html.Ul(items) if items else html.P("no flags: the exact gradient is trustworthy")
-        ev = d.evaluations
-        rec = f"{d.recommendation}. Cost: {ev['loss']} loss + {ev['grad']} gradient evaluations."
+        rec = f"{d.recommendation}. Cost: {cost_text(d.evaluations)}."
         return verdict, flags, rec
 
     def draw(

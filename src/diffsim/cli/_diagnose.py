@@ -1,4 +1,5 @@
-"""``diffsim diagnose``: the gradient doctor on the built-in systems, and its battery."""
+"""``diffsim diagnose``: the gradient doctor on the built-in systems, its battery, and on
+your own MuJoCo model (``--mjcf``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import jax
 import typer
 from rich.table import Table
 
-from ..doctor import PRESETS, Diagnosis, battery_table, run_battery
+from ..doctor import PRESETS, Diagnosis, battery_table, cost_text, run_battery
 from ..systems import SYSTEMS
 from ._common import (
     CLIError,
@@ -53,6 +54,79 @@ else:  # the choices of --system are the doctor's presets (defined once, in diff
     DoctorSystem = Enum("DoctorSystem", [(n.replace("-", "_"), n) for n in PRESETS], type=str)
 
 
+class MjcfInput(str, Enum):
+    """What ``--mjcf`` differentiates with respect to."""
+
+    qvel0 = "qvel0"
+    qpos0 = "qpos0"
+    ctrl = "ctrl"
+
+
+MJCF_STEPS = 100
+"""Default horizon of ``--mjcf``."""
+
+
+def _parse_target(text: str) -> list[float]:
+    try:
+        xyz = [float(c) for c in text.split(",")]
+    except ValueError:
+        xyz = []
+    if len(xyz) != 3:
+        raise CLIError(f"target must be three numbers X,Y,Z (metres), got {text!r}")
+    return [used("target", c) for c in xyz]
+
+
+def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet):
+    """Diagnose ‖p_T − target‖² of body ``body`` after ``steps`` MJX steps of the MJCF model
+    at ``path``, with respect to ``wrt``; returns (diagnosis, loss, grad)."""
+    import jax.numpy as jnp
+
+    import diffsim
+
+    try:
+        from ..engines import mjx
+    except ImportError as err:
+        raise CLIError(f"--mjcf needs MuJoCo MJX: pip install 'diffsim[mjx]' ({err})") from None
+    try:
+        step = mjx.load(path)
+    except (ValueError, TypeError) as err:
+        raise CLIError(str(err)) from None
+    if body is None:
+        body = step.free_body()
+        if body is None:
+            raise CLIError(f"{path} has no body with a free joint: name one with --body")
+    try:
+        step.body_id(body)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    s0 = step.initial_state()
+    goal = (
+        step.body_position(s0, body)
+        if target is None
+        else jnp.asarray(_parse_target(target), s0.qpos.dtype)
+    )
+    if wrt == MjcfInput.ctrl:
+        if step.nu == 0:
+            raise CLIError(f"{path} has no actuators: --wrt ctrl has nothing to differentiate")
+        x0 = jnp.zeros((steps, step.nu), s0.qpos.dtype)
+    else:
+        x0 = s0.qpos if wrt == MjcfInput.qpos0 else s0.qvel
+
+    def loss(x):
+        sT = step.simulate({wrt.value: x}, steps)
+        return jnp.sum((step.body_position(sT, body) - goal) ** 2)
+
+    opts = {"num_samples": samples}
+    if sigma is not None:
+        opts["sigma"] = sigma
+    seconds = max(samples, 256) * steps * DOCTOR_S_PER_SAMPLE_STEP * 50
+    with progress_bar(f"diagnose ({path})", 1, seconds, quiet) as advance:
+        g = diffsim.value_and_grad(loss, x0)
+        d = diffsim.diagnose(loss, x0, key, **opts)
+        advance()
+    return d, float(g.value), [float(v) for v in jnp.ravel(g.grad)]
+
+
 def _run(system: DoctorSystem, v0, k, steps, toi, sigma, samples, key) -> Diagnosis:
     opts = {"num_samples": samples}
     if sigma is not None:
@@ -70,7 +144,11 @@ def diagnose_cmd(
     ),
     v0: float = typer.Option(8.0, "--v0", help="wall: launch speed in m/s, in [4, 14]."),
     k: float = typer.Option(1e5, "--k", help="stiff: penalty stiffness in N/m (> 0)."),
-    steps: int = typer.Option(0, "--steps", help="Rollout horizon T (0: the system's default)."),
+    steps: int = typer.Option(
+        None,
+        "--steps",
+        help=f"Rollout horizon T (0: the system's default; --mjcf: >= 1, default {MJCF_STEPS}).",
+    ),
     toi: bool = typer.Option(True, "--toi/--no-toi", help="bounce: time-of-impact correction."),
     sigma: float = typer.Option(
         None, "--sigma", help="Smoothing scale σ (> 0; default 5% of |θ|)."
@@ -82,10 +160,32 @@ def diagnose_cmd(
         False, "--held-out", help="With --battery: the held-out cases instead."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    mjcf: str = typer.Option(
+        None,
+        "--mjcf",
+        help="Your own MuJoCo model (MJCF file), stepped by MJX: diagnoses ‖p_T − target‖² of "
+        "--body after --steps steps with respect to --wrt.",
+    ),
+    wrt: MjcfInput = typer.Option(
+        MjcfInput.qvel0,
+        "--wrt",
+        help="--mjcf: the input differentiated, all its entries (a free joint's qvel0[0:3] is "
+        "its linear velocity; ctrl: the whole (T, nu) control sequence).",
+    ),
+    body: str = typer.Option(
+        None, "--body", help="--mjcf: the body whose position counts (default: first free body)."
+    ),
+    target: str = typer.Option(
+        None, "--target", help="--mjcf: X,Y,Z in metres (default: the body's initial position)."
+    ),
 ) -> None:
     """Can the exact gradient be trusted here? Flags (plateau, jump, stiffness, chaos,
     non_finite) with their evidence, a verdict and a recommendation."""
     check_seed(seed)
+    if mjcf is not None:
+        _diagnose_mjcf(mjcf, steps, wrt, body, target, sigma, samples, seed, json_out)
+        return
+    steps = 0 if steps is None else steps
     if battery:
         rows = run_battery(seed, which="held_out" if held_out else "calibration")
         if json_out:
@@ -115,14 +215,16 @@ def diagnose_cmd(
     if json_out:
         print_json(d.to_dict())
         return
-    colour = "green" if d.verdict == "trusted" else "red"
+    colour = {"trusted": "green", "inconclusive": "yellow"}.get(d.verdict, "red")
     console.print(f"[bold {colour}]{d.verdict}[/]  ({system.value})")
-    if d.flags:
+    if d.flags or d.undecided:
         table = Table("flag", "why", "evidence")
         for f in d.flags:
             ev = ", ".join(f"{name}={_show(val)}" for name, val in f.evidence.items())
             table.add_row(f.name, f.message, ev)
+        for f in d.undecided:  # neither raised nor ruled out within the sample budget
+            ev = ", ".join(f"{name}={_show(val)}" for name, val in f.evidence.items())
+            table.add_row(f"{f.name}?", f"undecided: {f.message}", ev)
         console.print(table)
     console.print(f"[bold]recommendation:[/] {d.recommendation}", highlight=False)
-    ev = d.evaluations
-    console.print(f"cost: {ev['loss']} loss + {ev['grad']} gradient evaluations", highlight=False)
+    console.print(f"cost: {cost_text(d.evaluations)}", highlight=False)

@@ -23,6 +23,7 @@ from ._diagnose import VERDICTS as VERDICTS
 from ._diagnose import Diagnosis as Diagnosis
 from ._diagnose import GradCheck as GradCheck
 from ._diagnose import check_grad as check_grad
+from ._diagnose import cost_text as cost_text
 from ._diagnose import diagnose as diagnose
 from ._diagnose import diagnose_rollout as diagnose_rollout
 from ._measure import Horizon as Horizon
@@ -57,6 +58,7 @@ __all__ = [
     "cases",
     "check_grad",
     "check_problem",
+    "cost_text",
     "default_sigma",
     "diagnose",
     "diagnose_rollout",

@@ -90,11 +90,12 @@ def test_damped_pendulum_default_sigma_never_reaches_negative_damping():
 
 # --- NaN: non_finite, and nothing else ------------------------------------------------------
 def test_nan_beyond_theta_is_only_non_finite():
-    for seed in range(3):
-        d = diagnose(_nan_beyond, jnp.asarray(0.95), jax.random.PRNGKey(seed), sigma=0.1)
+    runs = [diagnose(_nan_beyond, jnp.asarray(0.95), jax.random.PRNGKey(s), sigma=0.1)
+            for s in range(3)]  # fmt: skip
+    for d in runs:
         assert d.flag_names == ("non_finite",) and d.undecided == ()
         assert d.flags[0].evidence["finite_loss"] is True
-    assert "no estimator can average over NaN" in d.recommendation
+        assert "no estimator can average over NaN" in d.recommendation
 
 
 # --- the sequential test ----------------------------------------------------------------------

@@ -132,8 +132,8 @@ BURIED_JUMP = 1.2
 def _buried(key, **options) -> Diagnosis:
     """The buried step with one round of 128 samples and a wide band of doubt, z in
     [1, 5]: its z (about 3, spread ±1.5 at N = 128) falls inside for ~19 seeds in 20."""
-    opts = dict(sigma=1.0, max_samples=128, z_clear=1.0, z_threshold=5.0) | options
-    return diagnose(_buried_jump, jnp.asarray(0.5), key, **opts)
+    opts: dict = {"sigma": 1.0, "max_samples": 128, "z_clear": 1.0, "z_threshold": 5.0}
+    return diagnose(_buried_jump, jnp.asarray(0.5), key, **{**opts, **options})
 
 
 def _bounce(toi: bool) -> Check:

@@ -497,7 +497,8 @@ def load(model: Any, *, iterations: int | None = None) -> MjxStep:
         >>> import diffsim
         >>> from diffsim.engines import mjx, scenes
         >>> step = mjx.load(scenes.path("free_flight"))
-        >>> sT = diffsim.rollout(step, step.initial_state(), {}, 10, trajectory=False)
+        >>> sT = diffsim.rollout(step, step.initial_state(), step.theta("gravity"), 10,
+        ...                      trajectory=False)
         >>> sT.qpos.shape
         (7,)
     """

@@ -1,0 +1,113 @@
+"""diffsim.engines.brax: a stock Brax environment (inverted_pendulum, generalized backend)
+rolled out, differentiated, diagnosed and optimized with diffsim's tools, in the
+analytic-policy-gradient setting (a linear policy θ) and open loop (an action sequence).
+
+Brax is a test requirement (scripts/_setup.sh installs the ``brax`` extra): if it is
+missing this module fails to import, loudly. Only the minimum-versions job (Python 3.10,
+which brax 0.14 does not support) leaves it out (scripts/test-minimum).
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import diffsim
+from conftest import central_fd
+from diffsim.engines import brax
+from diffsim.estimators import AlphaOrder, Exact, ZerothOrder, rollout_input_loss
+
+KEY = jax.random.PRNGKey(0)
+T = 30
+
+if not jax.config.jax_compilation_cache_dir:  # pyright: ignore[reportAttributeAccessIssue]
+    jax.config.update(
+        "jax_compilation_cache_dir",
+        os.environ.get("DIFFSIM_JAX_CACHE", os.path.expanduser("~/.cache/diffsim/jax")),
+    )
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+pytestmark = pytest.mark.filterwarnings("ignore:Brax System:UserWarning")
+
+
+def angle_cost(traj):
+    """Σ_t (pole angle² + 0.1 cart position²): dense, smooth (the stock reward is a constant
+    1 per step, whose gradient is identically zero)."""
+    obs = traj.obs[1:]
+    return jnp.sum(obs[:, 1] ** 2 + 0.1 * obs[:, 0] ** 2)
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    step = brax.wrap("inverted_pendulum")
+    theta0 = {"W": jnp.array([[0.0, 0.5, 0.0, 0.0]]), "b": jnp.zeros(1)}
+    return step, step.loss(T, KEY, cost=angle_cost), theta0
+
+
+def test_wrap_refuses_unknown_names_the_mjx_backend_and_bad_policies():
+    with pytest.raises(ValueError, match=r"unknown Brax environment 'pendulum'.*inverted_pendulum"):
+        brax.wrap("pendulum")
+    with pytest.raises(ValueError, match="while_loop"):
+        brax.wrap("inverted_pendulum", backend="mjx")
+    with pytest.raises(TypeError, match="policy must be callable"):
+        brax.wrap("inverted_pendulum", policy=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"brax\.envs\.Env"):
+        brax.wrap(42)
+
+
+@pytest.mark.slow
+def test_policy_gradient_matches_float64_central_differences(pendulum):
+    _, loss, theta0 = pendulum
+    g = jax.grad(loss)(theta0)
+    flat = jnp.concatenate([theta0["W"][0], theta0["b"]])
+
+    def f(p):
+        return loss({"W": p[None, :4], "b": p[4:]})
+
+    fd = central_fd(f, flat, eps=1e-6)[0]
+    ad = jnp.concatenate([g["W"][0], g["b"]])
+    assert np.all(np.abs(ad) > 0)
+    np.testing.assert_allclose(ad, fd, rtol=1e-5, atol=1e-8)
+    fwd = diffsim.value_and_grad(loss, theta0, mode="forward")
+    np.testing.assert_allclose(fwd.grad["W"], g["W"], rtol=1e-10)
+
+
+@pytest.mark.slow
+def test_rollout_checkpoint_diagnose_and_optimize_the_policy(pendulum):
+    step, loss, theta0 = pendulum
+    s0 = step.reset(KEY)
+    plain = diffsim.rollout(step, s0, theta0, T)
+    ck = diffsim.rollout(step, s0, theta0, T, checkpoint="sqrt")
+    np.testing.assert_allclose(ck.obs, plain.obs, rtol=0, atol=1e-12)
+    assert plain.obs.shape == (T + 1, 4)
+    # the stock environment's reset perturbs the pole: the rollout reproduces Brax's own loop
+    s = s0
+    for _ in range(3):
+        s = step.env.step(s, step.action(s, theta0))
+    np.testing.assert_allclose(plain.obs[3], s.obs, rtol=1e-12, atol=1e-12)
+    d = diffsim.diagnose(loss, theta0, KEY, num_samples=32)
+    assert d.verdict == "trusted", str(d)
+    start = float(loss(theta0))
+    for est in (Exact(), AlphaOrder(sigma=0.05, num_samples=16)):
+        r = diffsim.optimize(loss, theta0, est, steps=30, key=KEY, optimizer=optax.adam(0.1))
+        assert float(r.loss) < 0.5 * start, (type(est).__name__, float(r.loss), start)
+
+
+@pytest.mark.slow
+def test_open_loop_actions_zeroth_order_agrees_with_the_exact_gradient():
+    """An action sequence (T, 1) perturbed at every step (Suh et al.'s noise model): the
+    ZoBG estimate agrees with the exact gradient of the smoothed loss within 4 standard
+    errors (small σ: the loss is smooth, so ∇F ≈ ∇L)."""
+    step = brax.wrap("inverted_pendulum", policy=None)
+    s0 = step.reset(KEY)
+    loss = rollout_input_loss(step, s0, step.no_params, 10, lambda traj, u: angle_cost(traj))
+    u = jnp.full((10, 1), 0.2)
+    exact = Exact()(loss, u, KEY).estimate
+    z = ZerothOrder(sigma=1e-3, num_samples=512, antithetic=True)(loss, u, KEY)
+    err = np.abs(np.asarray(z.estimate - exact))
+    assert np.all(err < 4 * np.asarray(z.std_error) + 1e-6), (err, z.std_error)

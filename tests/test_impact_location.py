@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +22,7 @@ import pytest
 
 from diffsim import rollout, systems
 from diffsim.contact import Coords, Plane, Restitution, StopDead, WithContact, locate_impact
-from diffsim.integrators import RK4, SemiImplicitEuler, VelocityVerlet
+from diffsim.integrators import RK4, Integrator, SemiImplicitEuler, VelocityVerlet
 from diffsim.systems import projectile_wall as pw
 
 G = 9.81
@@ -32,7 +33,16 @@ def _gravity(x, v, th):
     return -th["g"] * jnp.ones_like(x)
 
 
-def _ball(y0, vy0, e, *, h, t, integrator=VelocityVerlet, location="substep"):
+def _ball(
+    y0,
+    vy0,
+    e,
+    *,
+    h,
+    t,
+    integrator: type[Integrator] = VelocityVerlet,
+    location: Literal["substep", "linear"] = "substep",
+):
     """Final (y, vy) after round(t / h) steps and its Jacobian in (y0, vy0, e), 2 x 3."""
     n = round(t / h)
     contact = Restitution(Plane.ground(), e="e", toi=True, location=location)

@@ -144,9 +144,114 @@ def stiff_figure(path: Path | str | None = None) -> Path:
     return _save(fig, path, "stiff")
 
 
+def impact_convergence_data(
+    hs=None,
+    *,
+    y0: float = 1.2,
+    vy0: float = -1.0,
+    e: float = 0.95,
+    g: float = 9.81,
+    t: float = 3.5,
+):
+    """The bouncing ball's time-stepped Jacobian against the event-driven exact one.
+
+    For each integrator (velocity Verlet, semi-implicit Euler), impact location
+    (``"substep"``, ``"linear"``) and step h: the rollout of ``round(t / h)`` steps of
+    ``WithContact(integrator, Restitution(ground, toi=True, location=...))`` and its
+    forward-mode Jacobian ∂(y_T, v_T)/∂(y0, v0, e), compared with
+    :func:`~diffsim.systems.bouncing_ball_event_driven_jacobian` at the same final time.
+    Compute in float64 (``jax_enable_x64``; the CLI does) to see Verlet's round-off floor.
+
+    Returns:
+        ``{"h": array, (integrator name, location): {"error": relative error
+        max|J - J*| / max|J*|, "dy_dy0": ∂y_T/∂y0}, "exact_dy_dy0": ∂y_T/∂y0 of the exact
+        solution at each h's final time}``.
+    """
+    from ._rollout import rollout
+    from .contact import Plane, Restitution, WithContact
+    from .integrators import SemiImplicitEuler, VelocityVerlet
+    from .systems import bouncing_ball_event_driven_jacobian
+
+    # by default steps that divide t (70 to 35000 of them): every h ends at the same time
+    hs = t / np.round(np.geomspace(t / 0.05, t / 1e-4, 10)) if hs is None else np.asarray(hs)
+
+    def gravity(x, v, th):
+        return -th["g"] * jnp.ones_like(x)
+
+    dtype = jnp.result_type(float)
+    p = jnp.asarray([y0, vy0, e], dtype)
+    out: dict = {"h": hs}
+    exact_rows = []
+    for h in hs:
+        n = round(t / h)
+        J = bouncing_ball_event_driven_jacobian(y0, vy0, e, g, n * h)
+        exact_rows.append(
+            [[float(J[f"d{q}_d{k}"]) for k in ("y0", "vy0", "e")] for q in ("y", "vy")]
+        )
+    exact = np.asarray(exact_rows)
+    out["exact_dy_dy0"] = exact[:, 0, 0]
+    for integrator in (VelocityVerlet, SemiImplicitEuler):
+        for location in ("substep", "linear"):
+            errors, dy_dy0 = [], []
+            for h, J_ex in zip(hs, exact):
+                contact = Restitution(Plane.ground(), e="e", toi=True, location=location)
+                step = WithContact(integrator(gravity, h=float(h)), contact)
+                n = round(t / h)
+
+                def final(q, step=step, n=n):
+                    theta = {"e": q[2], "g": jnp.asarray(g, dtype)}
+                    return jnp.stack(rollout(step, (q[0], q[1]), theta, n, trajectory=False))
+
+                J = np.asarray(jax.jit(jax.jacfwd(final))(p))
+                errors.append(np.max(np.abs(J - J_ex)) / np.max(np.abs(J_ex)))
+                dy_dy0.append(J[0, 0])
+            out[(integrator.__name__, location)] = {
+                "error": np.asarray(errors),
+                "dy_dy0": np.asarray(dy_dy0),
+            }
+    return out
+
+
+def impact_figure(path: Path | str | None = None) -> Path:
+    """Bouncing-ball Jacobian error against h: the impact located on the integrator's own
+    sub-step vs the linear interpolation of the gap, for velocity Verlet and semi-implicit
+    Euler (four bounces, e = 0.95, T = 3.5 s)."""
+    plt = _plt()
+    data = impact_convergence_data()
+    hs = data["h"]
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(12, 4.2))
+    styles = {
+        ("VelocityVerlet", "substep"): ("C0", "-", "o", "velocity Verlet, sub-step root"),
+        ("VelocityVerlet", "linear"): ("C0", ":", "s", "velocity Verlet, linear"),
+        ("SemiImplicitEuler", "substep"): ("C3", "-", "o", "semi-implicit Euler, sub-step root"),
+        ("SemiImplicitEuler", "linear"): ("C3", ":", "s", "semi-implicit Euler, linear"),
+    }
+    for key, (color, ls, marker, label) in styles.items():
+        d = data[key]
+        ax0.loglog(
+            hs, np.maximum(d["error"], 1e-16), color=color, ls=ls, marker=marker, label=label
+        )
+        ax1.semilogx(hs, d["dy_dy0"], color=color, ls=ls, marker=marker, label=label)
+    ax0.loglog(hs, 40 * hs, color="gray", ls="--", lw=0.8, label="slope 1")
+    ax0.set(
+        xlabel="step h (s)",
+        ylabel="max |J − J*| / max |J*|",
+        title="Jacobian ∂(y_T, v_T)/∂(y₀, v₀, e) vs event-driven exact",
+    )
+    ax1.semilogx(hs, data["exact_dy_dy0"], "k--", lw=1.2, zorder=5, label="exact")
+    ax1.axhline(0, color="gray", lw=0.5)
+    ax1.set(xlabel="step h (s)", ylabel="∂y_T/∂y₀", title="∂y_T/∂y₀ (exact −0.074)")
+    ax1.set_ylim(-0.6, 0.6)
+    fig.suptitle("bouncing ball: y₀ = 1.2 m, v₀ = −1 m/s, e = 0.95, g = 9.81 m/s², T = 3.5 s")
+    ax0.legend(fontsize=8)
+    ax1.legend(fontsize=8)
+    return _save(fig, path, "impact")
+
+
 FIGURES = {
     "wall": wall_figure,
     "smoothing": smoothing_figure,
     "bounce": bounce_figure,
     "stiff": stiff_figure,
+    "impact": impact_figure,
 }

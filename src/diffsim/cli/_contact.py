@@ -218,11 +218,14 @@ class _Figure(str, Enum):
     bounce = "bounce"
     stiff = "stiff"
     smoothing = "smoothing"
+    impact = "impact"
 
 
 @app.command()
 def plot(
-    figure: _Figure = typer.Argument(..., help="Which figure: wall, bounce, stiff, smoothing."),
+    figure: _Figure = typer.Argument(
+        ..., help="Which figure: wall, bounce, stiff, smoothing, impact."
+    ),
     out: Path | None = typer.Option(
         None, "--out", help="PNG path; its folder must exist (default: ./NAME.png)."
     ),

@@ -39,11 +39,11 @@ friction-loss rows in their quadratic zone),
 a linear system whose solution is :math:`a^*` and whose derivative (with respect to θ, the
 state and the controls, through M, J, D, :math:`a_{ref}` and :math:`f_{smooth}`) is the
 exact derivative of the solve wherever the active set does not change. The step returns
-MJX's values (to round-off: :math:`a = \tilde a + \mathrm{sg}(a^* − \tilde a)`) with these
+MJX's values exactly (a ``jax.custom_jvp`` whose primal is MJX's solution) with these
 derivatives, so ``jax.grad``, ``jax.jvp``, ``jax.jacfwd`` and ``vmap`` all work and are
-finite. Cost: one dense ``nv × nv`` solve per step on top of MJX's step; accuracy: the
-derivative of the converged solution (what finite differences of MuJoCo give, within the
-solver tolerance), never that of a truncated iteration.
+finite. Cost: nothing in the forward pass; one dense ``nv × nv`` solve per step in a
+derivative. Accuracy: the derivative of the converged solution (what finite differences of
+MuJoCo give, within the solver tolerance), never that of a truncated iteration.
 
 ``iterations=k`` replaces MJX's convergence loop by exactly k Newton iterations (warm
 started from the previous step), for a fixed, batch-independent cost. Its accuracy cost is
@@ -163,45 +163,69 @@ def _stop(tree: Any) -> Any:
     return jax.tree_util.tree_map(leaf, tree)
 
 
-def _implicit_solve(m: mjx.Model, d: mjx.Data, sol: mjx.Data) -> mjx.Data:
-    """``d`` with MJX's constraint solution ``sol`` and its implicit-function derivative.
+def _active_set_solution(M, J, D, aref, qfrc_smooth, floss, active):
+    """The constraint solve's linear system on a fixed active set (see the module
+    docstring): ``(qacc, efc_force, qfrc_constraint)``."""
+    w = D * active
+    H = M + (J.T * w) @ J
+    a = jnp.linalg.solve(H, qfrc_smooth + J.T @ (w * aref + floss))
+    force = -w * (J @ a - aref) + floss
+    return a, force, J.T @ force
 
-    See the module docstring: the linear system of the active set at the solution, solved
-    differentiably, with the primal replaced by MJX's own values.
-    """
+
+@jax.custom_jvp
+def _solution(M, J, D, aref, qfrc_smooth, floss, active, a_star, force_star, qfrc_star):
+    """MJX's solution ``(a*, force*, qfrc*)``, differentiated as the solution of the linear
+    system of its active set (:func:`_active_set_solution`): nothing is added to the
+    forward pass, one ``nv × nv`` solve to each derivative."""
+    return a_star, force_star, qfrc_star
+
+
+@_solution.defjvp
+def _solution_jvp(primals, tangents):
+    *inputs, active, a_star, force_star, qfrc_star = primals
+    M, J, D, aref, qfrc_smooth, floss = inputs
+
+    def linear(M, J, D, aref, qfrc_smooth, floss):
+        return _active_set_solution(M, J, D, aref, qfrc_smooth, floss, active)
+
+    _, dout = jax.jvp(linear, (M, J, D, aref, qfrc_smooth, floss), tuple(tangents[:6]))
+    return (a_star, force_star, qfrc_star), dout
+
+
+def _implicit_solve(m: mjx.Model, d: mjx.Data, sol: mjx.Data) -> mjx.Data:
+    """``d`` with MJX's constraint solution ``sol`` and its implicit-function derivative
+    (see the module docstring)."""
     impl: Any = d._impl
     simpl: Any = sol._impl
     J, D, aref = impl.efc_J, impl.efc_D, impl.efc_aref
-    a_star = sol.qacc
-    jaref = jax.lax.stop_gradient(J) @ a_star - jax.lax.stop_gradient(aref)
+    sg = jax.lax.stop_gradient
+    a_star = sg(sol.qacc)
+    jaref = sg(J) @ a_star - sg(aref)
     row = np.arange(J.shape[0])
     active = (jaref < 0) | (row < impl.ne + impl.nf)
     floss = jnp.zeros_like(D)
     if impl.nf:
         f = impl.efc_frictionloss
-        r = 1.0 / jax.lax.stop_gradient(D + (D == 0.0) * mujoco.mjMINVAL)
-        fs = jax.lax.stop_gradient(f)
+        r = 1.0 / sg(D + (D == 0.0) * mujoco.mjMINVAL)
+        fs = sg(f)
         neg = (jaref <= -r * fs) & (fs > 0)
         pos = (jaref >= r * fs) & (fs > 0)
         active = active & ~neg & ~pos
         floss = neg * f - pos * f
-    w = D * active
-    H = mjx.full_m(m, d) + (J.T * w) @ J
-    rhs = d.qfrc_smooth + J.T @ (w * aref + floss)
-    a_lin = jnp.linalg.solve(H, rhs)
-    force_lin = -w * (J @ a_lin - aref) + floss
-    qfrc_lin = J.T @ force_lin
-
-    def primal_of(lin: Array, exact: Array) -> Array:
-        return lin + jax.lax.stop_gradient(exact - lin)
-
-    out = d.tree_replace(
-        {
-            "qacc": primal_of(a_lin, a_star),
-            "qfrc_constraint": primal_of(qfrc_lin, sol.qfrc_constraint),
-            "_impl.efc_force": primal_of(force_lin, simpl.efc_force),
-        }
+    qacc, force, qfrc = _solution(
+        mjx.full_m(m, d),
+        J,
+        D,
+        aref,
+        d.qfrc_smooth,
+        floss,
+        active.astype(D.dtype),
+        a_star,
+        sg(simpl.efc_force),
+        sg(sol.qfrc_constraint),
     )
+    out = d.tree_replace({"qacc": qacc, "qfrc_constraint": qfrc, "_impl.efc_force": force})
     return cast(mjx.Data, out)
 
 

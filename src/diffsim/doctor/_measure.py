@@ -166,6 +166,8 @@ def _excess_kurtosis(a: np.ndarray) -> float:
     if a.size == 0:
         return 0.0
     a = a.astype(np.float64)
+    if not np.all(np.isfinite(a)):
+        return float("nan")  # no statistic on non-finite samples (non_finite says so)
     c = a - np.mean(a)
     sd = math.sqrt(float(np.mean(c**2)))
     if not (sd > 0 and math.isfinite(sd)):

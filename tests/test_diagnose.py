@@ -210,10 +210,14 @@ def test_rules_are_the_flags_and_order_the_advice():
 @pytest.mark.slow
 def test_battery_has_no_false_alarms_and_no_misses():
     rows = run_battery()
-    assert len(rows) >= 15
+    assert len(rows) >= 22
     table = battery_table(rows)
     assert sum(len(r["false_alarms"]) for r in rows) == 0, table
     assert sum(len(r["misses"]) for r in rows) == 0, table
+    assert not any(r["wrong_verdict"] for r in rows), table
+    # the sequential test: clear cases stop at the first batch, the inconclusive one is shown
+    assert {r["verdict"] for r in rows} == {"trusted", "untrusted", "inconclusive"}
+    assert sum(r["samples"] == 128 for r in rows) >= 20, table
     # each flag is exercised by at least one case
     raised = {f for r in rows for f in r["flags"]}
     assert raised == set(FLAGS)
@@ -224,6 +228,7 @@ def test_held_out_battery_has_no_false_alarms_and_no_misses():
     rows = run_battery(which="held_out")
     table = battery_table(rows)
     assert sum(len(r["false_alarms"]) + len(r["misses"]) for r in rows) == 0, table
+    assert not any(r["wrong_verdict"] for r in rows), table
 
 
 def test_cli_systems_are_the_doctor_presets():

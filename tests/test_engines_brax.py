@@ -92,22 +92,27 @@ def test_rollout_checkpoint_diagnose_and_optimize_the_policy(pendulum):
     np.testing.assert_allclose(plain.obs[3], s.obs, rtol=1e-12, atol=1e-12)
     d = diffsim.diagnose(loss, theta0, KEY, num_samples=32)
     assert d.verdict == "trusted", str(d)
-    start = float(loss(theta0))
+    # from no control at all (θ = 0): gradient descent on the policy balances the pole
+    zero = step.init_policy()
+    start = float(loss(zero))
     for est in (Exact(), AlphaOrder(sigma=0.05, num_samples=16)):
-        r = diffsim.optimize(loss, theta0, est, steps=30, key=KEY, optimizer=optax.adam(0.1))
+        r = diffsim.optimize(loss, zero, est, steps=40, key=KEY, optimizer=optax.adam(0.05))
         assert float(r.loss) < 0.5 * start, (type(est).__name__, float(r.loss), start)
 
 
 @pytest.mark.slow
 def test_open_loop_actions_zeroth_order_agrees_with_the_exact_gradient():
-    """An action sequence (T, 1) perturbed at every step (Suh et al.'s noise model): the
-    ZoBG estimate agrees with the exact gradient of the smoothed loss within 4 standard
-    errors (small σ: the loss is smooth, so ∇F ≈ ∇L)."""
+    """An action sequence (T, 1) perturbed at every step (Suh et al.'s noise model): the exact
+    gradient matches central differences, and the ZoBG estimate agrees with it (small σ: the
+    loss is smooth, so ∇F ≈ ∇L): Σ_k (error_k / SE_k)² below the 99.9 % point of χ²₁₀
+    (29.59)."""
     step = brax.wrap("inverted_pendulum", policy=None)
     s0 = step.reset(KEY)
     loss = rollout_input_loss(step, s0, step.no_params, 10, lambda traj, u: angle_cost(traj))
     u = jnp.full((10, 1), 0.2)
     exact = Exact()(loss, u, KEY).estimate
+    fd = central_fd(lambda a: loss(a.reshape(10, 1)), u.ravel(), eps=1e-6)[0]
+    np.testing.assert_allclose(np.ravel(exact), fd, rtol=1e-5, atol=1e-8)
     z = ZerothOrder(sigma=1e-3, num_samples=512, antithetic=True)(loss, u, KEY)
-    err = np.abs(np.asarray(z.estimate - exact))
-    assert np.all(err < 4 * np.asarray(z.std_error) + 1e-6), (err, z.std_error)
+    chi2 = float(np.sum((np.asarray(z.estimate - exact) / np.asarray(z.std_error)) ** 2))
+    assert chi2 < 29.59, chi2

@@ -117,7 +117,7 @@ def _optimize(
 def optimize(
     loss: Callable[..., Array],
     theta0: PyTree[Array],
-    estimator: Estimator,
+    estimator: Estimator | None = None,
     *,
     steps: int,
     key: Array,
@@ -143,7 +143,9 @@ def optimize(
     Args:
         loss: scalar ``L(θ)`` (or ``L(θ, τ)`` with a temperature schedule).
         theta0: starting point, a pytree of arrays (finite).
-        estimator: any :class:`diffsim.estimators.Estimator`.
+        estimator: any :class:`diffsim.estimators.Estimator`; default
+            :class:`~diffsim.estimators.Auto` (the exact gradient where it can be trusted,
+            else first- and zeroth-order samples mixed as the evidence says).
         steps: number of iterations K >= 1.
         key: PRNG key.
         optimizer: an Optax ``GradientTransformation`` (default ``optax.adam(0.05)``).
@@ -178,6 +180,10 @@ def optimize(
     steps = check_int("steps", steps, minimum=1)
     if not callable(loss):
         raise TypeError(f"loss must be callable, got {loss!r}")
+    if estimator is None:
+        from .estimators import Auto
+
+        estimator = Auto()
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a diffsim.estimators.Estimator, got {estimator!r}")
     # θ as the loop carries it: checked in its dtype, integer leaves promoted to floats

@@ -74,7 +74,7 @@ SHORT_LABELS: dict[str, str] = {
 }
 """Short names for the gradient figure's axis."""
 OPTIMIZE_CHOICES: tuple[str, ...] = tuple(ESTIMATOR_LABELS)
-OPTIMIZE_DEFAULT = "alpha"
+OPTIMIZE_DEFAULT = "auto"
 
 _KEY_GRADIENTS = 0
 _KEY_OPTIMIZE = 0  # `diffsim optimize`'s default --seed

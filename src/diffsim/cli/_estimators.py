@@ -10,6 +10,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from .._sigma import is_scalar_sigma
 from ..estimators import BASE_QUANTITIES, ESTIMATORS, Estimator, make_estimator
 from ..systems import SYSTEMS as SYSTEM_REGISTRY
 from ..systems import Study, wall_study
@@ -71,8 +72,8 @@ def _v0_range(system: str) -> tuple[float, float]:
 
 
 def _check_common(
-    system: str, estimator: str, v0: float, sigma: float, samples: int, seed: int
-) -> tuple[float, float]:
+    system: str, estimator: str, v0: float, sigma: float | None, samples: int, seed: int
+) -> tuple[float, float | None]:
     if system not in SYSTEMS:
         raise CLIError(f"system must be one of {', '.join(SYSTEMS)}, got {system!r}")
     if estimator not in ESTIMATORS:
@@ -83,6 +84,10 @@ def _check_common(
     lo, hi = _v0_range(system)
     if not lo < v0 <= hi:
         raise CLIError(f"v0 must be a finite speed in ({lo:g}, {hi:g}] m/s, got {v0}")
+    if sigma is None:
+        # the estimator's own σ when it adapts it to θ (auto: 5 % of v0); else the study's
+        own = ESTIMATORS[estimator].defaults().get("sigma")
+        return v0, (wall_study.SIGMA if own is None or is_scalar_sigma(own) else None)
     sigma = used("sigma", sigma)
     if not 0 < sigma <= SIGMA_MAX:
         raise CLIError(f"sigma must be finite and in (0, {SIGMA_MAX:g}] m/s, got {sigma}")
@@ -103,13 +108,16 @@ def _call_cost(estimator: str, samples: int) -> tuple[float, float, str]:
     return 0.0, ESTIMATOR_S_PER_CALL.get(estimator, 1.5e-3), ""
 
 
-def _settings(estimator: str, sigma: float, samples: int) -> dict[str, float | int]:
-    """The CLI's options this estimator takes (declared in its ``options``), by option name."""
+def _settings(estimator: str, sigma: float | None, samples: int) -> dict[str, float | int]:
+    """The CLI's options this estimator takes (declared in its ``options``), by option name
+    (σ left out when ``None``: the estimator's own, relative to θ)."""
     given = {"sigma": sigma, "num_samples": samples}
-    return {name: v for name, v in given.items() if ESTIMATORS[estimator].takes(name)}
+    return {
+        name: v for name, v in given.items() if ESTIMATORS[estimator].takes(name) and v is not None
+    }
 
 
-def _build(estimator: str, sigma: float, samples: int) -> Estimator:
+def _build(estimator: str, sigma: float | None, samples: int) -> Estimator:
     return make_estimator(estimator, **_settings(estimator, sigma, samples))
 
 
@@ -122,11 +130,12 @@ def _scalar(value: Any) -> float | int:
 def estimate(
     system: str = typer.Option("wall", "--system", help=_SYSTEM_HELP),
     v0: float = typer.Option(8.0, "--v0", help="Launch speed v0 in m/s (> 0)."),
-    estimator: str = typer.Option("alpha", "--estimator", "-e", help=_EST_HELP),
-    sigma: float = typer.Option(
-        wall_study.SIGMA,
+    estimator: str = typer.Option("auto", "--estimator", "-e", help=_EST_HELP),
+    sigma: float | None = typer.Option(
+        None,
         "--sigma",
-        help="Smoothing σ in m/s (> 0), for the estimators that smooth.",
+        help=f"Smoothing σ in m/s (> 0), for the estimators that smooth (default "
+        f"{wall_study.SIGMA:g}; auto: 5 % of v0, widened on a plateau).",
     ),
     samples: int = typer.Option(64, "--samples", "-n", help="Samples N (>= 2)."),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
@@ -149,7 +158,8 @@ def estimate(
     out.update({_CLI_OPTIONS[n]: v for n, v in _settings(estimator, sigma, samples).items()})
     out.update(report)
     out["dtype"] = precision_name()
-    inputs = f"--v0 {v0:g} --estimator {estimator} --sigma {sigma:g} --samples {samples}"
+    given = f" --sigma {sigma:g}" if sigma is not None else ""
+    inputs = f"--v0 {v0:g} --estimator {estimator}{given} --samples {samples}"
     require_finite_answer(out, ("estimate", "std_error"), inputs)
     if json_out:
         print_json(out)
@@ -171,9 +181,12 @@ def estimate(
 def optimize_cmd(
     system: str = typer.Option("wall", "--system", help=_SYSTEM_HELP),
     v0: float = typer.Option(8.0, "--v0", help="Starting launch speed v0 in m/s (> 0)."),
-    estimator: str = typer.Option("alpha", "--estimator", "-e", help=_EST_HELP),
-    sigma: float = typer.Option(
-        wall_study.SIGMA, "--sigma", help="Initial σ in m/s (> 0), annealed to 0.02."
+    estimator: str = typer.Option("auto", "--estimator", "-e", help=_EST_HELP),
+    sigma: float | None = typer.Option(
+        None,
+        "--sigma",
+        help=f"Initial σ in m/s (> 0), annealed to 0.02 (default {wall_study.SIGMA:g}; "
+        "auto: 5 % of the starting v0).",
     ),
     samples: int = typer.Option(wall_study.SAMPLES, "--samples", "-n", help="Samples N (>= 2)."),
     steps: int = typer.Option(wall_study.STEPS, "--steps", help="Iterations (>= 1)."),

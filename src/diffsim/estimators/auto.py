@@ -8,7 +8,9 @@ One call, one compiled batch (no Python loop over samples):
 2. **Widen σ on a plateau.** When ∇L(θ) predicts no change over σ (zero to rounding) and
    the zeroth-order mean of N perturbed losses at σ is not significantly non-zero, nothing
    within σ points anywhere: σ grows ×4 and fresh samples are drawn, up to ``max_widen``
-   times (``lax.while_loop``: only the rounds needed are paid for, N losses each).
+   times (``lax.while_loop``: only the rounds needed are paid for, N losses each). A
+   widened round whose losses are NaN or inf (σ reached outside the model's domain) is
+   dropped for the last finite one.
 3. **The doctor's tests at the final σ.** N first-order samples ∇L(θ + σ⊙z) beside the N
    zeroth-order ones of step 2 (independent, as AoBG's), and the exact ∇L(θ):
 
@@ -34,7 +36,10 @@ One call, one compiled batch (no Python loop over samples):
                      (FoBG is blind there by construction): ZoBG, unbiased
    3     zeroth      heavy first-order tails (stiffness): ZoBG, whose variance does not
                      grow with the stiffness
-   4     none        the loss or a sample family is non-finite: NaN, never a number
+   4     none        the loss or its zeroth-order samples are non-finite: NaN, never a
+                     number
+   5     zeroth      some first-order samples are non-finite (a gradient leaves the
+                     model's domain within σ): ZoBG from the finite loss samples
    ====  ==========  ===============================================================
 
    Falsely distrusting the exact gradient costs variance (code 1 is then the
@@ -70,7 +75,7 @@ from .base import (
 )
 from .first_order import first_order_samples
 
-CHOICES: tuple[str, ...] = ("exact", "mixed", "zeroth", "zeroth", "none")
+CHOICES: tuple[str, ...] = ("exact", "mixed", "zeroth", "zeroth", "none", "zeroth")
 """The name of each ``choice`` code (see the module docstring)."""
 
 REASONS: tuple[str, ...] = (
@@ -83,7 +88,9 @@ REASONS: tuple[str, ...] = (
     "slope at the widened σ: zeroth order, unbiased",
     "rare, huge first-order samples with heavy tails (stiff contact): zeroth order, whose "
     "variance does not grow with the stiffness",
-    "the loss or its samples are NaN or inf: no estimate",
+    "the loss or its zeroth-order samples are NaN or inf: no estimate",
+    "some first-order samples are NaN or inf (a gradient leaves the model's domain within "
+    "σ): zeroth order from the finite loss samples",
 )
 """Why each ``choice`` code was taken."""
 
@@ -122,15 +129,27 @@ def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, k
         m, se, _ = mean_and_stats((fz - L0)[:, None] * z / s)
         return jnp.all(jnp.abs(m) <= z_threshold * se)
 
+    def finite(fz):
+        return jnp.all(jnp.isfinite(fz))
+
     def cond(c):
-        r, z, s, fz = c
-        return (r < max_widen) & exact_flat & no_slope(z, s, fz)
+        r, z, s, fz = c[:4]
+        return (r < max_widen) & exact_flat & no_slope(z, s, fz) & finite(fz)
 
     def body(c):
         r = c[0] + 1
-        return (r, *draw(r))
+        return (r, *draw(r), *c[1:4])
 
-    rounds, z, s, fz = jax.lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), *draw(0)))
+    first = draw(0)
+    rounds, z, s, fz, zp, sp, fzp = jax.lax.while_loop(
+        cond, body, (jnp.asarray(0, jnp.int32), *first, *first)
+    )
+    # a widened round that left the loss's domain (NaN or inf) is dropped: the last
+    # finite round is used, and the extra round's evaluations are still counted
+    paid = rounds
+    back = (rounds > 0) & ~finite(fz)
+    z, s, fz = (jnp.where(back, a, b) for a, b in ((zp, z), (sp, s), (fzp, fz)))
+    rounds = jnp.where(back, rounds - 1, rounds)
     widened = rounds > 0
 
     dL = fz - L0
@@ -163,10 +182,10 @@ def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, k
     # after widening, does the first-order family see a slope at all?
     slope = jnp.any(jnp.abs(m1) > z_threshold * se1) | jnp.any((se1 == 0) & (m1 != 0))
     mixed_or_exact = jnp.where(agree & ~widened & finite_exact, 0, 1)
-    choice = jnp.where(
-        ~(finite0 & finite1),
-        4,
-        jnp.where(heavy, 3, jnp.where(widened & ~slope, 2, mixed_or_exact)),
+    choice = jnp.select(
+        [~finite0, ~finite1, heavy, widened & ~slope],
+        [4, 5, 3, 2],
+        mixed_or_exact,
     ).astype(jnp.int32)
 
     # AoBG's rule with the tolerated bias γ − ε = ‖SE of the ZoBG mean‖: the first-order
@@ -177,6 +196,8 @@ def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, k
     alpha = jnp.select(
         [choice == 0, choice == 1, choice == 4], [jnp.ones((), dt), alpha_mix, jnp.nan], 0.0
     ).astype(dt)
+    m1 = jnp.where(finite1, m1, 0.0)  # α = 0 then: keep 0·NaN out of the mix
+    se1 = jnp.where(finite1, se1, 0.0)
     mixed = alpha * m1 + (1 - alpha) * m0
     estimate = jnp.where(choice == 0, g_exact, jnp.where(choice == 4, jnp.nan, mixed))
     se = jnp.where(
@@ -186,7 +207,7 @@ def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, k
         unravel,
         estimate.astype(dt),
         se.astype(dt),
-        num_loss_evals=n * (rounds + 1) + 1,
+        num_loss_evals=n * (paid + 1) + 1,
         num_grad_evals=n + 1,
         variance=jnp.where(choice == 0, 0.0, alpha**2 * var1 + (1 - alpha) ** 2 * var0),
         zeroth_variance=var0,

@@ -16,6 +16,7 @@ from jaxtyping import Array
 
 from .._checks import check_positive
 from .._optimize import OptimizeResult, optimize
+from .._sigma import is_scalar_sigma, sigma_vector
 from ..estimators import Estimator
 from . import projectile_wall as pw
 from .base import System
@@ -216,6 +217,9 @@ def optimize_wall(
     optimizer = wall_optimizer(float(lr), int(steps))
     schedule = None
     own_sigma = estimator.smoothing_scale()  # None for estimators without σ
+    if own_sigma is not None and not is_scalar_sigma(own_sigma):
+        # σ relative to θ (auto's default): annealed from its value at the start
+        own_sigma = jnp.max(sigma_vector(own_sigma, theta0))
     if anneal and own_sigma is not None:
         start = own_sigma if sigma is None else sigma
         schedule = CosineAnneal(start, jnp.minimum(sigma_end, start), steps)

@@ -394,3 +394,13 @@ def test_no_doctor_flag_rests_on_non_finite_statistics():
     with _enable_x64(False):  # (θ + σw − 3)² overflows float32
         overflow = diffsim.diagnose(quad, 1.0, KEY, sigma=1e30)
     assert overflow.flag_names == ("non_finite",)
+
+
+@pytest.mark.parametrize("name", [n for n in ESTIMATORS if ESTIMATORS[n].takes("num_samples")])
+def test_numpy_integer_counts_are_python_ints(name):
+    """Found by the long fuzz profile: ``num_samples=np.int64(3)`` was a traced array leaf
+    of the (static) count and failed inside jit; counts are Python ints from the start."""
+    est = make_estimator(name, num_samples=np.int64(4))
+    assert type(est.num_samples) is int
+    r = est(quad, 0.5, KEY)
+    assert np.isfinite(float(r.estimate))

@@ -66,3 +66,12 @@ def warn_resolution(name: str, scale: Any, theta: Any) -> None:
             f"loses what was asked for. Use a larger {name}, or float64 "
             f"(jax.config.update('jax_enable_x64', True)).",
         )
+
+
+def as_count(value: Any) -> Any:
+    """A static count as a Python ``int`` (a NumPy integer would otherwise be traced as an
+    array leaf and fail deep inside ``jit``); anything else is left for the checks to
+    refuse, naming the option."""
+    if isinstance(value, np.integer) and not isinstance(value, bool):
+        return int(value)
+    return value

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from .._sigma import check_sigma, sigma_vector
-from ._common import call_args, positive_field, samples_field, warn_resolution
+from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
 from .base import (
     ANTITHETIC,
     NUM_SAMPLES,
@@ -137,7 +137,7 @@ class AlphaOrder(SmoothingEstimator):
     reports = ("alpha", "epsilon", "bias_gap", "zeroth_variance", "first_variance")
 
     sigma: Any = eqx.field(converter=lambda v: check_sigma("sigma", v), default=0.1)
-    num_samples: int = eqx.field(static=True, default=32)
+    num_samples: int = eqx.field(static=True, converter=as_count, default=32)
     gamma: Array = eqx.field(converter=lambda v: positive_field("gamma", v), default=1.0)
     delta: float = eqx.field(static=True, default=0.05)
     R: Array = eqx.field(converter=lambda v: positive_field("R", v), default=1.0)

@@ -61,7 +61,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .._sigma import Relative, check_sigma, describe, sigma_vector
-from ._common import call_args, positive_field, samples_field, warn_resolution
+from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
 from .alpha_order import choose_alpha
 from .base import (
     SIGMA,
@@ -278,8 +278,8 @@ class Auto(SmoothingEstimator):
     sigma: Any = eqx.field(
         converter=lambda v: check_sigma("sigma", v), default_factory=lambda: Relative(0.05, 0.1)
     )
-    num_samples: int = eqx.field(static=True, default=32)
-    max_widen: int = eqx.field(static=True, default=2)
+    num_samples: int = eqx.field(static=True, converter=as_count, default=32)
+    max_widen: int = eqx.field(static=True, converter=as_count, default=2)
     z_threshold: Array = eqx.field(
         converter=lambda v: positive_field("z_threshold", v), default=2.0
     )

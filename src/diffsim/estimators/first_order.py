@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._sigma import check_sigma, sigma_vector
-from ._common import call_args, samples_field, warn_resolution
+from ._common import as_count, call_args, samples_field, warn_resolution
 from .base import (
     NUM_SAMPLES,
     SIGMA,
@@ -77,7 +77,7 @@ class FirstOrder(SmoothingEstimator):
     options = (SIGMA, NUM_SAMPLES)
 
     sigma: Any = eqx.field(converter=lambda v: check_sigma("sigma", v), default=0.1)
-    num_samples: int = eqx.field(static=True, default=32)
+    num_samples: int = eqx.field(static=True, converter=as_count, default=32)
 
     def __check_init__(self) -> None:
         samples_field("num_samples", self.num_samples)

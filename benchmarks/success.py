@@ -6,8 +6,9 @@ Every contact task diffsim ships, × every estimator that descends (exact, ZoBG,
 and ``auto``): ``diffsim.optimize`` (Adam, the same schedule for every estimator) from
 ``--starts`` starting points, each with its own seed (one compiled optimisation per task
 and estimator, reused for every start). A run succeeds when its outcome is within the
-task's tolerance of the goal at the end; "evaluations to success" counts the simulator evaluations (loss +
-gradient) spent up to the first iterate within tolerance, for the runs that succeed.
+task's tolerance of the goal at the end; "evaluations to success" counts the simulator
+evaluations (loss + gradient) spent up to the first iterate within tolerance, for the runs
+that succeed.
 
 The fixed estimators get the hand-picked σ stated per task (the σ a user who read Suh et
 al. would choose), cosine-annealed to a small σ over 60 % of the steps; ``auto`` gets its

@@ -233,10 +233,12 @@ def test_wall_clears_and_lands_at_the_range(wall):
 @pytest.mark.slow
 def test_wall_doctor_untrusted_where_blocked_trusted_in_the_basin(wall):
     _, loss = wall
-    blocked = diffsim.diagnose(loss, jnp.asarray(9.0), KEY, num_samples=64)
-    assert blocked.verdict == "untrusted"
-    assert {"plateau", "jump"} & set(blocked.flag_names), blocked.flag_names
-    basin = diffsim.diagnose(loss, jnp.asarray(11.0), KEY, num_samples=64, sigma=0.05)
+    # v0 = 9.3: blocked, 0.15 m/s below the cliff (σ = 0.465 by default); FoBG samples
+    # that clip the wall's top edge are huge: the doctor flags them
+    blocked = diffsim.diagnose(loss, jnp.asarray(9.3), KEY)
+    assert blocked.verdict == "untrusted", str(blocked)
+    assert {"plateau", "jump", "stiffness"} & set(blocked.flag_names), blocked.flag_names
+    basin = diffsim.diagnose(loss, jnp.asarray(11.0), KEY, sigma=0.05)
     assert basin.verdict == "trusted", str(basin)
 
 
@@ -359,7 +361,10 @@ def test_pushing_every_estimator_and_optimize(pushing):
         assert np.isfinite(float(r.estimate)), name
         results[name] = r
     assert float(results["exact"].estimate) == pytest.approx(g, rel=1e-10)
-    assert float(results["fd"].estimate) == pytest.approx(g, rel=0.05)
+    # MuJoCo's contact active set changes within ±1e-3 here (the registry's default step):
+    # central differences agree with the exact gradient at a step inside one active set
+    fd = make_estimator("fd", step=1e-5)(loss, theta, KEY)
+    assert float(fd.estimate) == pytest.approx(g, rel=1e-3)
     z, f = results["zeroth"], results["first"]
     gap = abs(float(z.estimate) - float(f.estimate))
     assert gap < 4 * math.hypot(float(z.std_error), float(f.std_error)) + 0.1 * abs(g)

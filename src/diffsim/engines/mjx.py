@@ -46,10 +46,11 @@ derivative. Accuracy: the derivative of the converged solution (what finite diff
 MuJoCo give, within the solver tolerance), never that of a truncated iteration.
 
 ``iterations=k`` replaces MJX's convergence loop by exactly k Newton iterations (warm
-started from the previous step), for a fixed, batch-independent cost. Its accuracy cost is
-measured by ``python -m diffsim.engines.bench`` (README, "Your own MuJoCo model"): on the
-pushing scene k = 1 moves the box's final position by about a millimetre against the
-converged solve, k = 4 by less than float32 round-off.
+started from the previous step), for a fixed, batch-independent cost. Its accuracy cost,
+measured on the pushing scene (box pushed for 1 s over four friction contacts): k = 1 moves
+the box's final position by about 10 cm against the converged solve, k = 4 by less than
+0.1 mm (``tests/test_engines_mjx.py::test_fixed_iterations_match_the_converged_solve``).
+The default (``None``) is the converged solve.
 
 Supported: MuJoCo's ``Euler`` and ``implicitfast`` integrators, the pyramidal friction cone
 (MuJoCo's default). ``RK4`` and elliptic cones are refused at :func:`load` with a

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import os
+import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -413,3 +415,15 @@ def test_fixed_iterations_match_the_converged_solve(pushing):
     x_k = float(fixed(jnp.asarray(0.7)))
     assert abs(math.sqrt(x_k) - math.sqrt(x_conv)) < 1e-4
     assert np.isfinite(float(jax.grad(fixed)(jnp.asarray(0.7))))
+
+
+@pytest.mark.slow
+def test_readme_mujoco_example_is_five_lines_and_runs(capsys):
+    readme = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+    section = readme.read_text().split("## Your own MuJoCo model")[1].split("\n## ")[0]
+    match = re.search(r"```py\n(.*?)```", section, flags=re.S)
+    assert match is not None
+    block = match.group(1)
+    assert len(block.strip().splitlines()) == 5
+    exec(compile(block, str(readme), "exec"), {})
+    assert "verdict:" in capsys.readouterr().out

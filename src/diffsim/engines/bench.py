@@ -95,7 +95,7 @@ def cost() -> list[str]:
             f"{name:<20} adapter {c_o:6.1f} / {r_o * 1e3:8.2f} ms   bare mjx.step scan "
             f"{c_b:6.1f} / {r_b * 1e3:8.2f} ms   ratio {r_o / r_b:5.2f}"
         )
-    rows.append("doctor (diagnose, N = 256 per family), seconds incl. compile, evaluations")
+    rows.append("doctor (diagnose with its defaults), seconds incl. compile, evaluations")
     key = jax.random.PRNGKey(0)
     wall = mjx.load(scenes.path("wall"))
     cart = mjx.load(scenes.path("cartpole"))

@@ -96,8 +96,9 @@ def test_rollout_checkpoint_diagnose_and_optimize_the_policy(pendulum):
     zero = step.init_policy()
     start = float(loss(zero))
     for est in (Exact(), AlphaOrder(sigma=0.05, num_samples=16)):
-        r = diffsim.optimize(loss, zero, est, steps=40, key=KEY, optimizer=optax.adam(0.05))
-        assert float(r.loss) < 0.5 * start, (type(est).__name__, float(r.loss), start)
+        r = diffsim.optimize(loss, zero, est, steps=80, key=KEY, optimizer=optax.adam(0.02))
+        # measured: 7.6 -> 0.002 (exact), 0.006 (AoBG)
+        assert float(r.loss) < 0.01 * start, (type(est).__name__, float(r.loss), start)
 
 
 @pytest.mark.slow

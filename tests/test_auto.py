@@ -169,7 +169,7 @@ def test_sigma_forms_and_relative_default():
 
 def test_auto_is_registered_and_validated():
     assert isinstance(make_estimator("auto"), Auto)
-    with pytest.raises(ValueError, match=r"^num_samples must be an integer >= 4"):
+    with pytest.raises(ValueError, match=r"^num_samples must be an integer in \[4, 2147483647\]"):
         Auto(num_samples=3)
     with pytest.raises(ValueError, match=r"^max_widen must be an integer in \[0, 20\]"):
         Auto(max_widen=-1)

@@ -87,10 +87,11 @@ def _check_common(
     if sigma is None:
         # the estimator's own σ when it adapts it to θ (auto: 5 % of v0); else the study's
         own = ESTIMATORS[estimator].defaults().get("sigma")
-        return v0, (wall_study.SIGMA if own is None or is_scalar_sigma(own) else None)
-    sigma = used("sigma", sigma)
-    if not 0 < sigma <= SIGMA_MAX:
-        raise CLIError(f"sigma must be finite and in (0, {SIGMA_MAX:g}] m/s, got {sigma}")
+        sigma = wall_study.SIGMA if own is None or is_scalar_sigma(own) else None
+    else:
+        sigma = used("sigma", sigma)
+        if not 0 < sigma <= SIGMA_MAX:
+            raise CLIError(f"sigma must be finite and in (0, {SIGMA_MAX:g}] m/s, got {sigma}")
     if samples < 2:
         raise CLIError(f"samples must be an integer >= 2, got {samples}")
     check_seed(seed)

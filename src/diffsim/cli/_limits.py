@@ -40,10 +40,13 @@ WALL_S_PER_STEP = 8.0e-6
 """``diffsim wall``: the four calls (landing x, loss, gradient, clears), per step."""
 BOUNCE_S_PER_STEP = 6.0e-8
 """``diffsim bounce``: final state + forward-mode Jacobian per step (memory constant)."""
-ESTIMATOR_BYTES_PER_SAMPLE = {"zeroth": 96.0, "first": 176.0, "alpha": 232.0}
-"""``diffsim estimate``: bytes per sample (h = 1/240 s, ~520 steps a sample, vmapped)."""
-ESTIMATOR_S_PER_SAMPLE = {"zeroth": 1.0e-5, "first": 2.0e-5, "alpha": 6.5e-5}
-"""``diffsim estimate``: seconds per sample."""
+ESTIMATOR_BYTES_PER_SAMPLE = {"zeroth": 165.0, "first": 300.0, "alpha": 395.0, "auto": 630.0}
+"""``diffsim estimate``: bytes per sample (h = 1/240 s, vmapped), measured at ~520 steps a
+sample and scaled ×1.7 for the traced horizon (24 m/s: ~870 steps); auto: its zeroth-order
+rounds (two kept by the widening loop) and its first-order family."""
+ESTIMATOR_S_PER_SAMPLE = {"zeroth": 1.7e-5, "first": 3.4e-5, "alpha": 1.1e-4, "auto": 1.5e-4}
+"""``diffsim estimate``: seconds per sample (measured, ×1.7 for the traced horizon; auto:
+up to three zeroth-order rounds and the first-order family)."""
 ESTIMATOR_S_PER_CALL = {"exact": 2.5e-3, "fd": 1.0e-4}
 """Estimators without samples: one call (measured 1.2-2.2 ms and 37 µs)."""
 OPTIMIZE_S_PER_STEP = 3.0e-4

@@ -253,6 +253,11 @@ class Diagnosis:
                 for f in self.undecided
             },
             "samples_to_decide": self.samples_to_decide,
+            **(
+                {"samples_to_decide_note": "the verdict is decided: no more samples needed"}
+                if self.samples_to_decide is None
+                else {}
+            ),
             "measurements": _jsonable(self.measurements),
         }
 

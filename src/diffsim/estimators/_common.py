@@ -9,7 +9,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from .._checks import as_arrays, check_int, check_key, check_positive, is_concrete, warn_once
+from .._checks import (
+    INT32_MAX,
+    as_arrays,
+    check_int,
+    check_key,
+    check_positive,
+    is_concrete,
+    warn_once,
+)
 from .._sigma import sigma_vector
 
 
@@ -32,8 +40,8 @@ def positive_field(name: str, value: Any) -> Any:
 
 
 def samples_field(name: str, value: Any, minimum: int = 2) -> int:
-    """Validate a sample count (an integer >= ``minimum``)."""
-    return check_int(name, value, minimum=minimum)
+    """Validate a sample count (an integer in [``minimum``, 2³¹ − 1]: XLA's array sizes)."""
+    return check_int(name, value, minimum=minimum, maximum=INT32_MAX)
 
 
 def call_args(theta: Any, key: Any, *, randomized: bool) -> Any:

@@ -47,8 +47,9 @@ class Relative(eqx.Module):
     Example:
         >>> import jax.numpy as jnp
         >>> from diffsim import Relative, sigma_vector
-        >>> sigma_vector(Relative(0.05, floor=0.1), {"k": jnp.array(4.0), "c": jnp.array(0.2)})
-        Array([0.01, 0.2 ], dtype=float32)
+        >>> s = sigma_vector(Relative(0.05, floor=0.1), {"k": jnp.array(4.0), "c": jnp.array(0.2)})
+        >>> [round(float(v), 6) for v in s]  # raveled in θ's key order: c, k
+        [0.01, 0.2]
     """
 
     scale: Array = eqx.field(converter=lambda v: _positive_scalar("scale", v), default=0.05)

@@ -179,10 +179,15 @@ def test_auto_is_registered_and_validated():
 
 def test_auto_inside_jit_and_vmap_over_starts():
     loss = lambda t: (t - 3.0) ** 2  # noqa: E731
-    f = jax.jit(jax.vmap(lambda t, k: Auto()(loss, t, k).estimate))
+    f = jax.jit(jax.vmap(lambda t, k: Auto()(loss, t, k)))
     thetas = jnp.linspace(-1.0, 5.0, 8)
-    out = f(thetas, jax.random.split(KEYS[0], 8))
-    np.testing.assert_allclose(out, 2 * (thetas - 3.0), rtol=1e-5)
+    r = f(thetas, jax.random.split(KEYS[0], 8))
+    truth = np.asarray(2 * (thetas - 3.0))
+    exact = np.asarray(r.choice) == 0  # most starts: the exact gradient itself
+    assert exact.sum() >= 5
+    np.testing.assert_allclose(np.asarray(r.estimate)[exact], truth[exact], rtol=1e-5)
+    err = np.abs(np.asarray(r.estimate) - truth)  # the others: within 5 standard errors
+    assert np.all(err[~exact] <= 5 * np.asarray(r.std_error)[~exact] + 1e-6)
 
 
 def test_many_parameters_keep_one_parameters_false_alarm_rate():

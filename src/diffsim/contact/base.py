@@ -544,6 +544,15 @@ class EventContact(Contact):
         """Given the free step ``state0 -> state1`` (coordinates), return the corrected
         ``(x', v')`` (coordinates)."""
 
+    def locate(self, integrator, state0, state1, theta, u, within_extent: bool = True):
+        """Where inside the free step the body met this contact's plane
+        (:func:`locate_impact` with the contact's ``plane`` and ``location``)."""
+        plane, location = getattr(self, "plane"), getattr(self, "location")  # noqa: B009
+        return locate_impact(
+            plane, integrator, state0, state1, theta, u,
+            location=location, within_extent=within_extent,
+        )  # fmt: skip
+
 
 class ForceContact(Contact):
     """A contact that adds an acceleration ``a_c(x, v, θ)`` to the integrator's."""

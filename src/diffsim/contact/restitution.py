@@ -16,7 +16,6 @@ from .base import (
     check_param,
     crossing,
     edge_weights,
-    locate_impact,
     naive_contact,
     param,
     smoothed_contact,
@@ -129,9 +128,7 @@ class Restitution(EventContact):
         v_out = where(hit, self.plane.set_normal(v1, -e * self.plane.normal_velocity(v1)), v1)
         if not self.toi:
             return x_out, v_out
-        imp = locate_impact(
-            self.plane, integrator, state0, state1, theta, u, location=self.location
-        )
+        imp = self.locate(integrator, state0, state1, theta, u)
         rest = with_h(integrator, (1 - imp.fraction) * integrator.h)
         x_r, v_r = rest.step_coords(imp.x, self._reflect(imp.v, e), theta, u)
         return where(imp.crossed, x_r, x_out), where(imp.crossed, v_r, v_out)
@@ -140,16 +137,7 @@ class Restitution(EventContact):
         x0, _ = state0
         x1, v1 = state1
         if self.toi:  # the bounce at the crossing and the free step, weighted
-            imp = locate_impact(
-                self.plane,
-                integrator,
-                state0,
-                state1,
-                theta,
-                u,
-                location=self.location,
-                within_extent=False,
-            )
+            imp = self.locate(integrator, state0, state1, theta, u, within_extent=False)
             _, keep = edge_weights(self.plane, imp.x, self.smoothing)
             rest = with_h(integrator, (1 - imp.fraction) * integrator.h)
             x_r, v_r = rest.step_coords(imp.x, self._reflect(imp.v, e), theta, u)

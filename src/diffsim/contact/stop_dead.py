@@ -14,7 +14,6 @@ from .base import (
     blend,
     crossing,
     edge_weights,
-    locate_impact,
     naive_contact,
     smoothed_contact,
     with_h,
@@ -81,25 +80,13 @@ class StopDead(EventContact):
     def __check_init__(self):
         _check_mode(self.toi, self.smoothing, self.plane.thin, self.location)
 
-    def _locate(self, integrator, state0, state1, theta, u, within_extent=True):
-        return locate_impact(
-            self.plane,
-            integrator,
-            state0,
-            state1,
-            theta,
-            u,
-            location=self.location,
-            within_extent=within_extent,
-        )
-
     def resolve(self, integrator, state0, state1, theta, u):
         x0, _ = state0
         x1, v1 = state1
         plane = self.plane
         if self.smoothing is not None and plane.thin:
             if self.toi:  # the step stopped at the crossing and the free step, weighted
-                imp = self._locate(integrator, state0, state1, theta, u, within_extent=False)
+                imp = self.locate(integrator, state0, state1, theta, u, within_extent=False)
                 _, keep = edge_weights(plane, imp.x, self.smoothing)
                 rest = with_h(integrator, (1 - imp.fraction) * integrator.h)
                 x_r, v_r = rest.step_coords(
@@ -120,7 +107,7 @@ class StopDead(EventContact):
         x_out = where(hit, x_proj, x1)
         stopped = jnp.logical_or(hit, False)
         if self.toi:
-            imp = self._locate(integrator, state0, state1, theta, u)
+            imp = self.locate(integrator, state0, state1, theta, u)
             x_out = where(imp.crossed, plane.set_normal(imp.x, plane.offset), x_out)
             stopped = stopped | imp.crossed
         stick = (plane.gap(x0) == 0) & (plane.gap(x1) == 0) & plane.within(x0)

@@ -122,3 +122,35 @@ def central_fd(f, x, eps=1e-6):
         e = jnp.zeros_like(x).at[i].set(eps)
         cols.append((jnp.ravel(f(x + e)) - jnp.ravel(f(x - e))) / (2 * eps))
     return jnp.stack(cols, axis=1)
+
+
+def _memory_map_count() -> int | None:
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:  # not Linux
+        return None
+
+
+def _max_map_count() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return 65530
+
+
+@pytest.fixture(autouse=True)
+def _release_compiled_programs():
+    """Free JAX's compiled programs when the process nears the kernel's limit on memory
+    mappings (``vm.max_map_count``, 65,530 by default). XLA:CPU maps each loaded executable's
+    code in many pieces; the MJX tests load enough programs in one process to reach the
+    limit, and the next compilation then fails inside XLA — and the C++ exception carrying
+    that error crashes the interpreter (SIGABRT/SIGSEGV) instead of reaching Python."""
+    yield
+    n = _memory_map_count()
+    if n is not None and n > _max_map_count() // 2:
+        jax.clear_caches()
+        import gc
+
+        gc.collect()

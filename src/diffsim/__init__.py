@@ -38,7 +38,7 @@ from .doctor import diagnose as diagnose
 from .doctor import diagnose_rollout as diagnose_rollout
 
 try:
-    __version__ = version("diffsim")
+    __version__ = version("diffsim-jax")  # the distribution's name (PyPI's "diffsim" is another)
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0+unknown"
 

@@ -6,9 +6,9 @@ the estimators, :func:`diffsim.optimize`, :func:`diffsim.diagnose` and
 :func:`diffsim.diagnose_rollout` — runs on it unchanged.
 
 * :mod:`diffsim.engines.mjx` — MuJoCo models (MJCF file, XML string or ``mujoco.MjModel``)
-  stepped by MuJoCo MJX; ``pip install 'diffsim[mjx]'``.
+  stepped by MuJoCo MJX; ``pip install 'diffsim-jax[mjx]'``.
 * :mod:`diffsim.engines.brax` — stock ``brax.envs`` environments, with a policy parameter θ
-  and per-step actions; ``pip install 'diffsim[brax]'``.
+  and per-step actions; ``pip install 'diffsim-jax[brax]'``.
 * :mod:`diffsim.engines.scenes` — validated MJCF scenes with known answers (free flight,
   the article's wall in 3-D, Suh et al.'s pushing, a cart-pole).
 
@@ -42,7 +42,7 @@ def load_engine(name: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as err:
         raise ImportError(
-            f"the {name} adapter needs its engine: pip install 'diffsim[{extra}]' ({err})"
+            f"the {name} adapter needs its engine: pip install 'diffsim-jax[{extra}]' ({err})"
         ) from err
 
 

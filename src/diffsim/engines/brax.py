@@ -1,4 +1,4 @@
-r"""Brax environments as diffsim steps (``pip install 'diffsim[brax]'``).
+r"""Brax environments as diffsim steps (``pip install 'diffsim-jax[brax]'``).
 
 :func:`wrap` takes a ``brax.envs.Env`` (or the name of a stock environment, e.g.
 ``"inverted_pendulum"``) and returns a :class:`BraxStep`, a pure step
@@ -22,7 +22,7 @@ pipelines are plain JAX; its ``"mjx"`` backend runs ``mjx.step``, whose constrai
 is a ``while_loop`` that reverse mode cannot differentiate — :func:`wrap` refuses it for
 that reason and points to :mod:`diffsim.engines.mjx`, which differentiates MJX's solve.
 
-Pinned versions (the extra ``diffsim[brax]``): ``brax==0.14.2`` (Python >= 3.11) with
+Pinned versions (the extra ``diffsim-jax[brax]``): ``brax==0.14.2`` (Python >= 3.11) with
 ``mujoco==3.17.0`` and ``jax`` 0.10.2.
 """
 

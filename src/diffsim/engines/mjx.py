@@ -1,6 +1,6 @@
 # pyright: reportAttributeAccessIssue=false
 # (mujoco is a compiled module without type stubs: its attributes are unknown to pyright)
-r"""MuJoCo models as diffsim steps, run by MuJoCo MJX (``pip install 'diffsim[mjx]'``).
+r"""MuJoCo models as diffsim steps, run by MuJoCo MJX (``pip install 'diffsim-jax[mjx]'``).
 
 :func:`load` takes an MJCF file path, an MJCF XML string or a ``mujoco.MjModel`` and returns
 an :class:`MjxStep`: a pure step ``step(state, theta[, u]) -> state`` that runs MJX's own
@@ -58,7 +58,7 @@ Supported: MuJoCo's ``Euler`` and ``implicitfast`` integrators, the pyramidal fr
 MuJoCo's precomputed constants (``body_invweight0``, used to scale contact softness),
 exactly as editing ``mjModel`` without ``mj_setConst``.
 
-Pinned versions (the extra ``diffsim[mjx]``): ``mujoco==3.17.0``, ``mujoco-mjx==3.17.0``
+Pinned versions (the extra ``diffsim-jax[mjx]``): ``mujoco==3.17.0``, ``mujoco-mjx==3.17.0``
 with ``jax`` 0.10.2.
 """
 

@@ -8,6 +8,7 @@ Element ids are stable (the browser tests use them): ``v0-slider``, ``v0-input``
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from dash import dcc, html
@@ -34,6 +35,58 @@ from ._model import (
     V0_STEP,
     Point,
 )
+
+DOCS_URL = os.environ.get("DIFFSIM_DOCS_URL", "http://127.0.0.1:8000/")
+"""Where the page's concept links point: the documentation site as ``bash scripts/docs
+serve`` serves it from a clone, offline (``DIFFSIM_DOCS_URL`` points them at another copy,
+e.g. a ``file://`` URL of a built ``site/`` folder)."""
+
+CONCEPT_LINKS: tuple[tuple[str, str, str], ...] = (
+    ("The plateau, the cliff and the bounce: contact, and why it breaks gradients",
+     "contact/", "docs/contact.md"),
+    ("The smoothed loss and the estimators (ZoBG, FoBG, AoBG, auto)",
+     "estimators/", "docs/estimators.md"),
+    ("The gradient doctor: its flags and what to do about each",
+     "concepts/doctor/", "docs/concepts/doctor.md"),
+    ("Optimize through contact (the Optimize button's recipe)",
+     "guides/optimize-contact/", "docs/guides/optimize-contact.md"),
+    ("The article, step by step (this page's numbers, computed in a tutorial)",
+     "tutorials/article/", "docs/tutorials/article.py"),
+    ("The chain rule through a rollout, and what contact does to it",
+     "concepts/jacobians/", "docs/concepts/jacobians.md"),
+)  # fmt: skip
+"""(title, path on the site, source file in the repository) of each concept the page
+illustrates."""
+
+
+def concept_links() -> html.Div:
+    """The "Read more" list: each concept the page shows, linked into the documentation
+    site (:data:`DOCS_URL`), with its source page in the repository beside it."""
+    items = [
+        html.Li(
+            [
+                html.A(title, href=DOCS_URL + path, target="_blank", rel="noopener"),
+                html.Span(f"  ({source})", style={"color": "#888", "fontSize": "12px"}),
+            ]
+        )
+        for title, path, source in CONCEPT_LINKS
+    ]
+    return html.Div(
+        [
+            html.H3("Read more", style={"margin": "14px 0 4px"}),
+            html.P(
+                [
+                    "The concepts on this page, in the documentation site (",
+                    html.Code("bash scripts/docs serve"),
+                    f" in a clone serves it offline at {DOCS_URL}; the sources are the files "
+                    "in brackets):",
+                ],
+                style={"margin": "2px 0", "color": "#444"},
+            ),
+            html.Ul(items, style={"marginTop": "2px"}),
+        ],
+        id="concept-links",
+    )
 
 
 def readouts(point: Point) -> tuple[str, str, str, str]:
@@ -239,6 +292,7 @@ def build_layout() -> html.Div:
                 "of the physics.",
                 style={"color": "#666", "fontSize": "13px"},
             ),
+            concept_links(),
         ]
     )
     return html.Div(

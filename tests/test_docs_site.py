@@ -5,7 +5,9 @@ reference page, every public name an example that runs (doctests run under
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import inspect
 import pathlib
 import re
@@ -133,6 +135,7 @@ WITHOUT_EXAMPLE: frozenset[str] = frozenset(
         "diffsim.estimators.choose_alpha",
         "diffsim.estimators.describe_choice",
         "diffsim.forward_sensitivity",
+        "diffsim.initialize_distributed",
         "diffsim.integrators.Acceleration",
         "diffsim.integrators.AccelerationJacobian",
         "diffsim.integrators.CoordinateAcceleration",
@@ -143,6 +146,7 @@ WITHOUT_EXAMPLE: frozenset[str] = frozenset(
         "diffsim.integrators.Lin",
         "diffsim.integrators.RK4",
         "diffsim.integrators.VelocityVerlet",
+        "diffsim.plots.DEFAULT_DIR",
         "diffsim.plots.FIGURES",
         "diffsim.plots.bounce_figure",
         "diffsim.plots.impact_convergence_data",
@@ -151,86 +155,6 @@ WITHOUT_EXAMPLE: frozenset[str] = frozenset(
         "diffsim.plots.stiff_figure",
         "diffsim.plots.wall_figure",
         "diffsim.sigma_vector",
-        "diffsim.systems.LossProblem",
-        "diffsim.systems.Problem",
-        "diffsim.systems.RolloutProblem",
-        "diffsim.systems.SYSTEMS",
-        "diffsim.systems.Setting",
-        "diffsim.systems.Study",
-        "diffsim.systems.System",
-        "diffsim.systems.SystemSpec",
-        "diffsim.systems.bouncing_ball_bounce_window",
-        "diffsim.systems.bouncing_ball_closed_form",
-        "diffsim.systems.bouncing_ball_derivatives_closed_form",
-        "diffsim.systems.bouncing_ball_event_driven_jacobian",
-        "diffsim.systems.bouncing_ball_final_state",
-        "diffsim.systems.bouncing_ball_final_state_jacobian",
-        "diffsim.systems.bouncing_ball_step",
-        "diffsim.systems.double_pendulum_energy",
-        "diffsim.systems.free_particle_parameter_jacobian",
-        "diffsim.systems.free_particle_rollout_jacobian",
-        "diffsim.systems.harmonic_oscillator",
-        "diffsim.systems.mass_spring_drive",
-        "diffsim.systems.mass_spring_identify",
-        "diffsim.systems.mass_spring_observe",
-        "diffsim.systems.nonlinear_spring",
-        "diffsim.systems.pendulum",
-        "diffsim.systems.pendulum_energy",
-        "diffsim.systems.projectile_wall.ANGLE",
-        "diffsim.systems.projectile_wall.DEFAULT_H",
-        "diffsim.systems.projectile_wall.G",
-        "diffsim.systems.projectile_wall.INT32_MAX",
-        "diffsim.systems.projectile_wall.TARGET",
-        "diffsim.systems.projectile_wall.V0_MAX",
-        "diffsim.systems.projectile_wall.V0_TRACED_MAX",
-        "diffsim.systems.projectile_wall.WALL_HEIGHT",
-        "diffsim.systems.projectile_wall.WALL_X",
-        "diffsim.systems.projectile_wall.clears_wall",
-        "diffsim.systems.projectile_wall.clears_wall_closed_form",
-        "diffsim.systems.projectile_wall.free_range",
-        "diffsim.systems.projectile_wall.landing_x_closed_form",
-        "diffsim.systems.projectile_wall.launch_state",
-        "diffsim.systems.projectile_wall.loss_closed_form",
-        "diffsim.systems.projectile_wall.num_steps_for",
-        "diffsim.systems.projectile_wall.optimal_v0",
-        "diffsim.systems.projectile_wall.plateau_bounds",
-        "diffsim.systems.projectile_wall.smoothed_loss",
-        "diffsim.systems.projectile_wall.trajectory",
-        "diffsim.systems.projectile_wall.wall_height_at",
-        "diffsim.systems.projectile_wall.wall_step",
-        "diffsim.systems.pushing.BOX_X0",
-        "diffsim.systems.pushing.DAMPING",
-        "diffsim.systems.pushing.EFFORT",
-        "diffsim.systems.pushing.H",
-        "diffsim.systems.pushing.MASS",
-        "diffsim.systems.pushing.NUM_STEPS",
-        "diffsim.systems.pushing.TARGET",
-        "diffsim.systems.pushing.initial_controls",
-        "diffsim.systems.pushing.initial_state",
-        "diffsim.systems.pushing.push_loss",
-        "diffsim.systems.pushing.push_step",
-        "diffsim.systems.stiff_contact_bounce_report",
-        "diffsim.systems.stiff_contact_energy",
-        "diffsim.systems.stiff_contact_jacobian_norm",
-        "diffsim.systems.stiff_contact_step",
-        "diffsim.systems.wall_study.ANNEAL_FRACTION",
-        "diffsim.systems.wall_study.CosineAnneal",
-        "diffsim.systems.wall_study.LR",
-        "diffsim.systems.wall_study.LR_END_FRACTION",
-        "diffsim.systems.wall_study.LossTable",
-        "diffsim.systems.wall_study.SAMPLES",
-        "diffsim.systems.wall_study.SIGMA",
-        "diffsim.systems.wall_study.SIGMA_END",
-        "diffsim.systems.wall_study.STEPS",
-        "diffsim.systems.wall_study.TABLE_STEP",
-        "diffsim.systems.wall_study.TABLE_V_MAX",
-        "diffsim.systems.wall_study.TOLERANCE_X",
-        "diffsim.systems.wall_study.loss_table",
-        "diffsim.systems.wall_study.optimize_wall",
-        "diffsim.systems.wall_study.wall_landing_x",
-        "diffsim.systems.wall_study.wall_loss",
-        "diffsim.systems.wall_study.wall_optimizer",
-        "diffsim.systems.wall_study.wall_system",
     }
 )
 
@@ -241,18 +165,30 @@ def _module(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
+def _defined_here(mod: ModuleType) -> set[str]:
+    """Names a module binds itself at top level (assignments, defs, classes), not imports."""
+    tree = ast.parse(inspect.getsource(mod))
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
 def _public(mod: ModuleType) -> list[str]:
     names = getattr(mod, "__all__", None)
     if names is None:  # a module without __all__: what it defines, not what it imports
-        names = [
-            n
-            for n, v in vars(mod).items()
-            if not n.startswith("_")
-            and not inspect.ismodule(v)
-            and getattr(v, "__module__", mod.__name__) == mod.__name__
-            and n != "annotations"
-        ]
+        names = sorted(n for n in _defined_here(mod) if not n.startswith("_"))
     return [n for n in names if not inspect.ismodule(getattr(mod, n)) and n != "__version__"]
+
+
+def _documented_object(obj: object) -> bool:
+    """A function (also behind a decorator such as ``functools.lru_cache``) or a class."""
+    return inspect.isfunction(inspect.unwrap(obj)) or inspect.isclass(obj)  # type: ignore[arg-type]
 
 
 def _doctest_text(mod: ModuleType) -> str:
@@ -260,14 +196,14 @@ def _doctest_text(mod: ModuleType) -> str:
     docs = [inspect.getdoc(mod) or ""]
     for n in _public(mod):
         obj = getattr(mod, n)
-        if inspect.isfunction(obj) or inspect.isclass(obj):
+        if _documented_object(obj):
             docs.append(inspect.getdoc(obj) or "")
     return "\n".join(line for d in docs for line in d.splitlines() if ">>>" in line)
 
 
 def _lacks_example(mod: ModuleType, name: str, doctests: str) -> bool:
     obj = getattr(mod, name)
-    if inspect.isfunction(obj) or inspect.isclass(obj):
+    if _documented_object(obj):
         own = inspect.getdoc(obj) or ""
         if obj.__doc__ is None or (inspect.isclass(obj) and own == inspect.getdoc(type(obj))):
             return True

@@ -10,6 +10,13 @@ forms — and the CLI, the doctor, the page and the tests read it.
 Three public modules are studies built on these parts rather than systems with a factory:
 ``projectile_wall`` (the article's wall, closed form and time-stepped), ``wall_study``
 (optimising over the wall, its smoothed loss) and ``pushing`` (trajectory optimisation).
+
+Examples:
+    >>> from diffsim.systems import SYSTEMS, Problem, LossProblem, RolloutProblem
+    >>> list(SYSTEMS)[:3]
+    ['wall', 'bounce', 'stiff']
+    >>> all(isinstance(spec.problem(), Problem) for spec in SYSTEMS.values())  # Problem: a union
+    True
 """
 
 from . import projectile_wall as projectile_wall

@@ -65,6 +65,14 @@ def bouncing_ball_step(
         toi: time-of-impact correction (``False``: the naive impulse).
         smoothing: temperature τ (m) of the smoothed naive contact, or ``None``.
         integrator: the free-flight integrator class.
+
+    Examples:
+        >>> from diffsim import rollout
+        >>> from diffsim.systems import bouncing_ball_step
+        >>> step = bouncing_ball_step(0.01, toi=True)
+        >>> y, v = rollout(step, (1.0, -1.0), {"e": 0.8, "g": 0.0}, 200, trajectory=False)
+        >>> round(float(y), 4), round(float(v), 4)  # bounced at t = 1 s, then 0.8 m/s for 1 s
+        (0.8, 0.8)
     """
     check_positive("h", h)
     contact = Restitution(Plane.ground(), e="e", toi=toi, smoothing=smoothing)
@@ -117,6 +125,11 @@ def bouncing_ball_final_state(
         y0: initial height (m). vy0: initial velocity (m/s). e: restitution in [0, 1].
         g: gravity (m/s², >= 0). h: step (s, > 0). num_steps: T >= 1.
         toi, smoothing: the contact variant (see :class:`~diffsim.contact.Restitution`).
+
+    Examples:
+        >>> from diffsim.systems import bouncing_ball_final_state
+        >>> [round(float(a), 4) for a in bouncing_ball_final_state(1.0, -1.0, 0.8)]
+        [0.8, 0.8]
     """
     check_in_range("e", e, 0.0, 1.0)
     check_in_range("g", g, 0.0, float("inf"))
@@ -134,7 +147,15 @@ def bouncing_ball_final_state(
 
 def bouncing_ball_final_state_jacobian(y0, vy0, e, g=0.0, **kwargs):
     """Autodiff derivatives of ``(y_T, vy_T)``: a dict with keys ``dy_dy0``, ``dy_dvy0``,
-    ``dy_de``, ``dvy_dy0``, ``dvy_dvy0``, ``dvy_de`` (forward mode through the rollout)."""
+    ``dy_de``, ``dvy_dy0``, ``dvy_dvy0``, ``dvy_de`` (forward mode through the rollout).
+
+    Examples:
+        >>> from diffsim.systems import bouncing_ball_final_state_jacobian
+        >>> toi = bouncing_ball_final_state_jacobian(1.0, -1.0, 0.8, toi=True)
+        >>> naive = bouncing_ball_final_state_jacobian(1.0, -1.0, 0.8, toi=False)
+        >>> round(float(toi["dy_dy0"]), 4), round(float(naive["dy_dy0"]), 4)  # truth: −e
+        (-0.8, 0.0)
+    """
     check_finite("y0", y0)  # checked before jacfwd turns them into tracers
     check_finite("vy0", vy0)
     check_in_range("e", e, 0.0, 1.0)
@@ -155,14 +176,26 @@ def _impact(y0, vy0, g):
 
 
 def bouncing_ball_closed_form(y0, vy0, e, g, t):
-    """``(y(t), vy(t))`` in continuous time, valid for exactly one bounce before t."""
+    """``(y(t), vy(t))`` in continuous time, valid for exactly one bounce before t.
+
+    Examples:
+        >>> from diffsim.systems import bouncing_ball_closed_form
+        >>> [round(float(a), 4) for a in bouncing_ball_closed_form(1.0, -1.0, 0.8, 0.0, 2.0)]
+        [0.8, 0.8]
+    """
     w, ts = _impact(y0, vy0, g)
     tau = t - ts
     return e * w * tau - 0.5 * g * tau**2, e * w - g * tau
 
 
 def bouncing_ball_bounce_window(y0, vy0, e, g):
-    """``(t*, t2)``: first impact time, and the second one (``inf`` if none)."""
+    """``(t*, t2)``: first impact time, and the second one (``inf`` if none).
+
+    Examples:
+        >>> from diffsim.systems import bouncing_ball_bounce_window
+        >>> [float(t) for t in bouncing_ball_bounce_window(1.0, -1.0, 0.8, 0.0)]  # no gravity
+        [1.0, inf]
+    """
     w, ts = _impact(y0, vy0, g)
     t2 = jnp.where(g > 0, ts + 2 * e * w / jnp.where(g > 0, g, 1.0), jnp.inf)
     return ts, t2
@@ -170,7 +203,14 @@ def bouncing_ball_bounce_window(y0, vy0, e, g):
 
 def bouncing_ball_derivatives_closed_form(y0, vy0, e, g, t):
     """The analytic derivatives of :func:`bouncing_ball_closed_form` (see module docstring);
-    same keys as :func:`bouncing_ball_final_state_jacobian`."""
+    same keys as :func:`bouncing_ball_final_state_jacobian`.
+
+    Examples:
+        >>> from diffsim.systems import bouncing_ball_derivatives_closed_form
+        >>> d = bouncing_ball_derivatives_closed_form(1.0, -1.0, 0.8, 0.0, 2.0)
+        >>> round(float(d["dy_dy0"]), 4), round(float(d["dy_dvy0"]), 4)
+        (-0.8, -1.6)
+    """
     w, ts = _impact(y0, vy0, g)
     tau = t - ts
     return {

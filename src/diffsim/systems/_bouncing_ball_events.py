@@ -79,7 +79,14 @@ def bouncing_ball_event_driven(y0, vy0, e, g, t, *, max_bounces: int = 32):
 def bouncing_ball_event_driven_jacobian(y0, vy0, e, g, t, *, max_bounces: int = 32):
     """The exact derivatives of :func:`bouncing_ball_event_driven` (forward-mode autodiff
     of the closed form): a dict with keys ``dy_dy0``, ``dy_dvy0``, ``dy_de``, ``dvy_dy0``,
-    ``dvy_dvy0``, ``dvy_de`` (scalars in, scalars out)."""
+    ``dvy_dvy0``, ``dvy_de`` (scalars in, scalars out).
+
+    Examples:
+        >>> from diffsim.systems import bouncing_ball_event_driven_jacobian
+        >>> d = bouncing_ball_event_driven_jacobian(1.0, -1.0, 0.8, 0.0, 2.0)
+        >>> round(float(d["dy_dy0"]), 6), round(float(d["dy_dvy0"]), 6)
+        (-0.8, -1.6)
+    """
 
     def f(a, b, c):
         return jnp.stack(bouncing_ball_event_driven(a, b, c, g, t, max_bounces=max_bounces))

@@ -38,7 +38,15 @@ def _accel(q, qd, theta):
 
 
 def double_pendulum_energy(state, theta):
-    """Total energy :math:`T + V` (unit masses and lengths)."""
+    """Total energy :math:`T + V` (unit masses and lengths).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.systems import double_pendulum_energy
+        >>> rest = (jnp.zeros(2), jnp.zeros(2))  # hanging at rest: V = −2g − g
+        >>> round(float(double_pendulum_energy(rest, {"g": 9.81})), 2)
+        -29.43
+    """
     q, qd = state
     g = theta["g"]
     p1, p2 = q[..., 0], q[..., 1]

@@ -49,14 +49,26 @@ def free_particle(
 
 
 def free_particle_rollout_jacobian(num_steps: int, h: float) -> np.ndarray:
-    """:math:`∂s_T/∂s_0 = J^T = [[1, T h], [0, 1]]` for semi-implicit Euler (any a)."""
+    """:math:`∂s_T/∂s_0 = J^T = [[1, T h], [0, 1]]` for semi-implicit Euler (any a).
+
+    Examples:
+        >>> from diffsim.systems import free_particle_rollout_jacobian
+        >>> free_particle_rollout_jacobian(2, 0.5).tolist()  # [[1, T h], [0, 1]]
+        [[1.0, 1.0], [0.0, 1.0]]
+    """
     num_steps = check_int("num_steps", num_steps)
     check_positive("h", h)
     return np.array([[1.0, num_steps * h], [0.0, 1.0]])
 
 
 def free_particle_parameter_jacobian(num_steps: int, h: float) -> np.ndarray:
-    r""":math:`∂(x_T, v_T)/∂a = (h^2 T(T+1)/2,\ T h)` for semi-implicit Euler."""
+    r""":math:`∂(x_T, v_T)/∂a = (h^2 T(T+1)/2,\ T h)` for semi-implicit Euler.
+
+    Examples:
+        >>> from diffsim.systems import free_particle_parameter_jacobian
+        >>> free_particle_parameter_jacobian(2, 0.5).tolist()  # (h² T(T+1)/2, T h)
+        [[0.75], [1.0]]
+    """
     num_steps = check_int("num_steps", num_steps)
     check_positive("h", h)
     return np.array([[h * h * num_steps * (num_steps + 1) / 2], [num_steps * h]])

@@ -44,6 +44,12 @@ class Setting:
 
     ``kind`` is ``float``, ``int`` or ``bool``. For ``steps``, 0 means the system's own
     horizon (the default).
+
+    Examples:
+        >>> from diffsim.systems import SYSTEMS
+        >>> s = SYSTEMS["stiff"].settings[0]
+        >>> s.name, s.unit, s.default
+        ('k', 'N/m', 100000.0)
     """
 
     name: str
@@ -57,7 +63,14 @@ class Setting:
 
 @dataclasses.dataclass(frozen=True)
 class LossProblem:
-    """A scalar loss of θ at a point: ``loss(theta)``."""
+    """A scalar loss of θ at a point: ``loss(theta)``.
+
+    Examples:
+        >>> from diffsim.systems import SYSTEMS, LossProblem
+        >>> p = SYSTEMS["wall"].problem(v0=8.0)
+        >>> isinstance(p, LossProblem), float(p.loss(p.theta))
+        (True, 16.0)
+    """
 
     loss: Callable[[Any], Array]
     theta: Any
@@ -66,7 +79,14 @@ class LossProblem:
 @dataclasses.dataclass(frozen=True)
 class RolloutProblem:
     """A scalar loss of a rollout's final state: ``loss(s_T)`` after ``num_steps`` steps of
-    ``system`` from its ``s0`` with its ``theta``, differentiated with respect to ``wrt``."""
+    ``system`` from its ``s0`` with its ``theta``, differentiated with respect to ``wrt``.
+
+    Examples:
+        >>> from diffsim.systems import SYSTEMS, RolloutProblem
+        >>> p = SYSTEMS["stiff"].problem(k=1e5)
+        >>> isinstance(p, RolloutProblem), p.num_steps, p.wrt
+        (True, 240, 's0')
+    """
 
     system: System
     num_steps: int
@@ -82,7 +102,14 @@ class Study:
     """A scalar loss of one parameter with its optimisation recipe, for ``diffsim estimate``
     and ``diffsim optimize``: ``optimize(theta0, estimator, *, key, steps, lr, callback)``
     returns an :class:`~diffsim.OptimizeResult`; success is ``|outcome(θ) − target| <=
-    tolerance``."""
+    tolerance``.
+
+    Examples:
+        >>> from diffsim.systems import SYSTEMS
+        >>> study = SYSTEMS["wall"].study
+        >>> study.target, study.tolerance, float(study.loss(8.0))
+        (10.0, 0.05, 16.0)
+    """
 
     loss: Callable[[Any], Array]
     optimize: Callable[..., Any]
@@ -106,6 +133,12 @@ class SystemSpec:
         presets: named settings (``{"plateau": {"v0": 8.0}}``).
         closed_forms: known analytic results, by name.
         study: the :class:`Study` ``diffsim estimate``/``optimize`` run, or ``None``.
+
+    Examples:
+        >>> from diffsim.systems import SYSTEMS
+        >>> spec = SYSTEMS["wall"]
+        >>> spec.presets["plateau"], spec.defaults()
+        ({'v0': 8.0}, {'v0': 8.0})
     """
 
     name: str

@@ -18,6 +18,14 @@ class System(eqx.Module):
         s0: default initial state (pytree).
         theta: default parameters (pytree).
         loss: optional scalar loss of a trajectory or final state (static callable).
+
+    Examples:
+        >>> import diffsim
+        >>> from diffsim.systems import free_particle
+        >>> sys = free_particle(h=0.5, a=0.0, v0=2.0)  # factories return a System
+        >>> x, v = diffsim.rollout(sys.step, sys.s0, sys.theta, 2, trajectory=False)
+        >>> sys.name, float(x), float(v)
+        ('free_particle', 2.0, 2.0)
     """
 
     name: str = eqx.field(static=True)

@@ -16,6 +16,14 @@ Two models of the same flight:
   the top (the crossing point interpolated inside the step); a ball that crosses above the
   top flies on and is never touched again. The ground stops the ball where it lands,
   interpolated inside the step. The ball's final x is the landing x.
+
+Examples:
+    >>> import math
+    >>> from diffsim.systems import projectile_wall as pw
+    >>> pw.G, round(math.degrees(pw.ANGLE)), pw.WALL_X, pw.WALL_HEIGHT, pw.TARGET
+    (9.81, 45, 6.0, 2.0, 10.0)
+    >>> round(1 / pw.DEFAULT_H), pw.V0_MAX, pw.V0_TRACED_MAX
+    (240, 14.0, 24.0)
 """
 
 from __future__ import annotations
@@ -41,7 +49,13 @@ TARGET = 10.0
 
 
 def wall_height_at(v0, *, g=G, angle=ANGLE, wall_x=WALL_X):
-    r"""Height of the free-flight parabola at the wall: :math:`x\tanα - g x^2/(2v_0^2\cos^2α)`."""
+    r"""Height of the free-flight parabola at the wall: :math:`x\tanα - g x^2/(2v_0^2\cos^2α)`.
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> round(float(pw.wall_height_at(8.0)), 3)  # below the 2 m wall: it is hit
+        0.482
+    """
     v0 = jnp.asarray(v0)
     # double-where: v0 = 0 would divide by zero; keep its gradient finite
     safe = jnp.where(v0 == 0, 1.0, v0)
@@ -50,18 +64,36 @@ def wall_height_at(v0, *, g=G, angle=ANGLE, wall_x=WALL_X):
 
 
 def free_range(v0, *, g=G, angle=ANGLE):
-    r"""Range on flat ground with no wall: :math:`R = v_0^2 \sin 2α / g`."""
+    r"""Range on flat ground with no wall: :math:`R = v_0^2 \sin 2α / g`.
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> round(float(pw.free_range(8.0)), 3)  # v0² / g
+        6.524
+    """
     return jnp.asarray(v0) ** 2 * math.sin(2 * angle) / g
 
 
 def clears_wall_closed_form(v0, *, g=G, angle=ANGLE, wall_x=WALL_X, wall_height=WALL_HEIGHT):
-    """True when the ball passes over the wall (it reaches the wall above its top)."""
+    """True when the ball passes over the wall (it reaches the wall above its top).
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> bool(pw.clears_wall_closed_form(8.0)), bool(pw.clears_wall_closed_form(10.0))
+        (False, True)
+    """
     reaches = free_range(v0, g=g, angle=angle) > wall_x
     return reaches & (wall_height_at(v0, g=g, angle=angle, wall_x=wall_x) > wall_height)
 
 
 def landing_x_closed_form(v0, *, g=G, angle=ANGLE, wall_x=WALL_X, wall_height=WALL_HEIGHT):
-    """Where the ball ends: R if it lands short of the wall or clears it, else the wall."""
+    """Where the ball ends: R if it lands short of the wall or clears it, else the wall.
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> float(pw.landing_x_closed_form(8.0)), round(float(pw.landing_x_closed_form(5.0)), 3)
+        (6.0, 2.548)
+    """
     R = free_range(v0, g=g, angle=angle)
     blocked = (R > wall_x) & ~clears_wall_closed_form(
         v0, g=g, angle=angle, wall_x=wall_x, wall_height=wall_height
@@ -70,12 +102,24 @@ def landing_x_closed_form(v0, *, g=G, angle=ANGLE, wall_x=WALL_X, wall_height=WA
 
 
 def loss_closed_form(v0, *, target=TARGET, **kwargs):
-    """(landing x − target)²."""
+    """(landing x − target)².
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> float(pw.loss_closed_form(8.0)), round(float(pw.loss_closed_form(pw.optimal_v0())), 9)
+        (16.0, 0.0)
+    """
     return (landing_x_closed_form(v0, **kwargs) - target) ** 2
 
 
 def plateau_bounds(*, g=G, angle=ANGLE, wall_x=WALL_X, wall_height=WALL_HEIGHT):
-    """``(v_short, v_clear)``: the plateau is ``v_short < v0 < v_clear`` (≈ 7.67, 9.396)."""
+    """``(v_short, v_clear)``: the plateau is ``v_short < v0 < v_clear`` (≈ 7.67, 9.396).
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> [round(v, 3) for v in pw.plateau_bounds()]
+        [7.672, 9.396]
+    """
     v_short = math.sqrt(wall_x * g / math.sin(2 * angle))
     v_clear = math.sqrt(
         g * wall_x**2 / (2 * math.cos(angle) ** 2 * (wall_x * math.tan(angle) - wall_height))
@@ -84,7 +128,13 @@ def plateau_bounds(*, g=G, angle=ANGLE, wall_x=WALL_X, wall_height=WALL_HEIGHT):
 
 
 def optimal_v0(*, g=G, angle=ANGLE, target=TARGET):
-    """Speed whose range hits the target: √(target g / sin 2α) ≈ 9.905 m/s."""
+    """Speed whose range hits the target: √(target g / sin 2α) ≈ 9.905 m/s.
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> round(pw.optimal_v0(), 3)
+        9.905
+    """
     return math.sqrt(target * g / math.sin(2 * angle))
 
 
@@ -117,6 +167,14 @@ def wall_step(h: Any = DEFAULT_H, *, smoothing: Any = None) -> WithContact:
     Args:
         h: time step in seconds (> 0; may be traced).
         smoothing: τ in metres (> 0; may be traced) or ``None`` for the hard wall.
+
+    Examples:
+        >>> import diffsim
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> pos, vel = diffsim.rollout(pw.wall_step(), pw.launch_state(8.0), {"g": pw.G}, 400,
+        ...                            trajectory=False)
+        >>> round(float(pos[0]), 2), float(vel[0])  # stopped dead on the wall
+        (6.0, 0.0)
     """
     wall = StopDead(Plane.wall(WALL_X, 2, height=WALL_HEIGHT), toi=True, smoothing=smoothing)
     ground = StopDead(Plane.ground(2), toi=True)
@@ -124,7 +182,13 @@ def wall_step(h: Any = DEFAULT_H, *, smoothing: Any = None) -> WithContact:
 
 
 def launch_state(v0, *, angle=ANGLE):
-    """``((0, 0), (v0 cos α, v0 sin α))``: the ball at the launcher (a scalar v0)."""
+    """``((0, 0), (v0 cos α, v0 sin α))``: the ball at the launcher (a scalar v0).
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> [[round(float(c), 4) for c in a] for a in pw.launch_state(2.0)]
+        [[0.0, 0.0], [1.4142, 1.4142]]
+    """
     v0 = jnp.asarray(v0)
     zero = jnp.zeros_like(v0)
     vel = jnp.stack([v0 * math.cos(angle), v0 * math.sin(angle)])
@@ -162,6 +226,11 @@ def num_steps_for(
     Raises:
         ValueError: the flight needs more than 2³¹ − 1 steps (XLA's loop limit), naming
             ``v0`` and ``h``.
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> pw.num_steps_for(1 / 240), pw.num_steps_for(1 / 240, 20.0)
+        (511, 729)
     """
     v_max = V0_MAX
     if v0_max is not None:
@@ -253,7 +322,13 @@ def landing_x(
 
 
 def clears_wall(v0, *, h: float = DEFAULT_H):
-    """True when the time-stepped ball passes over the wall (it lands beyond x = 6)."""
+    """True when the time-stepped ball passes over the wall (it lands beyond x = 6).
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> bool(pw.clears_wall(8.0)), bool(pw.clears_wall(10.0))
+        (False, True)
+    """
     return landing_x(v0, h=h) > WALL_X
 
 
@@ -280,7 +355,14 @@ def loss(
 
 
 def smoothed_loss(v0, tau: float, *, h: float = DEFAULT_H, target: float = TARGET):
-    """:func:`loss` with the wall's edge smoothed at temperature ``tau`` metres (> 0)."""
+    """:func:`loss` with the wall's edge smoothed at temperature ``tau`` metres (> 0).
+
+    Examples:
+        >>> import jax
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> float(jax.grad(pw.smoothed_loss)(8.0, 0.3)) < 0  # off the plateau, toward the cliff
+        True
+    """
     check_positive("tau", tau)
     return loss(v0, h=h, smoothing=tau, target=target)
 
@@ -298,6 +380,12 @@ def trajectory(v0, *, h: float = DEFAULT_H, num_points: int | None = None):
 
     Returns:
         ``(x, y)``, each of shape ``v0.shape + (num_points or num_steps + 1,)``.
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> x, y = pw.trajectory(8.0, num_points=5)
+        >>> x.shape, round(float(x[-1]), 2)
+        ((5,), 6.0)
     """
     v0 = _check_v0(v0)
     h = _check_h(h)

@@ -27,6 +27,13 @@ ends at 0.2427 m, the limit is ≈ 0.2418 m, the old step gave 0.2507 m).
 The contact force is continuous but its slope k grows with the stiffness: the FoBG
 variance grows with k while the ZoBG variance does not (it only sees loss values).
 Stable for :math:`h\sqrt{k/m} < 2`; the defaults (h = 0.01, m = 1) allow k up to 10⁴.
+
+Examples:
+    >>> from diffsim.systems import pushing as push
+    >>> push.H, push.NUM_STEPS, push.MASS, push.DAMPING
+    (0.01, 50, 1.0, 10.0)
+    >>> push.BOX_X0, push.TARGET, push.EFFORT
+    (0.2, 0.5, 0.001)
 """
 
 from __future__ import annotations
@@ -73,6 +80,16 @@ def push_step(*, h: float = H, mass: float = MASS, damping: float = DAMPING) -> 
         h: time step in seconds (> 0).
         mass: box mass in kg (> 0).
         damping: box damping in N·s/m (>= 0).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim import rollout
+        >>> from diffsim.systems import pushing as push
+        >>> u = jnp.full(50, 0.8)  # the pusher reaches the box at 0.25 s
+        >>> x, v = rollout(push.push_step(), push.initial_state(), {"k": 1000.0}, 50,
+        ...                inputs=u, trajectory=False)
+        >>> round(float(x[0]), 3), bool(x[1] > push.BOX_X0)  # pusher at 0.8 · 0.5 s; box moved
+        (0.4, True)
     """
     check_positive("h", h)
     check_positive("mass", mass)
@@ -83,7 +100,13 @@ def push_step(*, h: float = H, mass: float = MASS, damping: float = DAMPING) -> 
 
 
 def initial_state(dtype=None) -> tuple[Array, Array]:
-    """``((0, BOX_X0), (0, 0))``: pusher at the origin, box at rest at 0.2 m."""
+    """``((0, BOX_X0), (0, 0))``: pusher at the origin, box at rest at 0.2 m.
+
+    Examples:
+        >>> from diffsim.systems import pushing as push
+        >>> [[round(float(c), 6) for c in a] for a in push.initial_state()]
+        [[0.0, 0.2], [0.0, 0.0]]
+    """
     dtype = jnp.result_type(float) if dtype is None else dtype
     return jnp.asarray([0.0, BOX_X0], dtype), jnp.zeros(2, dtype)
 
@@ -101,6 +124,14 @@ def push_loss(
         target: where the box should end (m).
         effort: weight of the control effort.
         h: time step (s).
+
+    Examples:
+        >>> import jax
+        >>> from diffsim.systems import pushing as push
+        >>> u = push.initial_controls(speed=0.8)
+        >>> g = jax.grad(push.push_loss)(u, 1000.0)
+        >>> g.shape, bool(g.sum() < 0)  # push faster: the box ends short of 0.5 m
+        ((50,), True)
     """
     check_positive("k", k)
     check_positive("h", h)
@@ -123,7 +154,14 @@ def push_loss(
 
 
 def initial_controls(num_steps: int = NUM_STEPS, speed: float = 0.0) -> Array:
-    """Constant pusher velocity on every step (the start of the trajectory optimisation)."""
+    """Constant pusher velocity on every step (the start of the trajectory optimisation).
+
+    Examples:
+        >>> from diffsim.systems import pushing as push
+        >>> u = push.initial_controls(speed=0.5)
+        >>> u.shape, float(u[0])
+        ((50,), 0.5)
+    """
     num_steps = check_int("num_steps", num_steps, minimum=1)
     speed = check_float("speed", speed)
     return jnp.full((num_steps,), speed, dtype=jnp.result_type(float))

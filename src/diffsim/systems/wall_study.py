@@ -1,6 +1,14 @@
 """Optimising the wall demo's launch speed with any gradient estimator, and the
 Gaussian-smoothed loss the randomized estimators see (a shared recipe for the CLI, the web
-page, the comparison study and the tests)."""
+page, the comparison study and the tests).
+
+Examples:
+    >>> from diffsim.systems import wall_study as ws
+    >>> ws.SIGMA, ws.SIGMA_END, ws.ANNEAL_FRACTION, ws.SAMPLES, ws.STEPS
+    (0.7, 0.02, 0.6, 8, 300)
+    >>> ws.LR, ws.LR_END_FRACTION, ws.TOLERANCE_X, ws.TABLE_STEP, ws.TABLE_V_MAX
+    (0.2, 0.05, 0.05, 0.005, 23.0)
+"""
 
 from __future__ import annotations
 
@@ -47,6 +55,12 @@ def wall_system(v0: Any = 8.0, *, h: float = pw.DEFAULT_H, smoothing: Any = None
 
     Roll it out for :func:`projectile_wall.num_steps_for` steps to land (the functions of
     :mod:`diffsim.systems.projectile_wall` do exactly this).
+
+    Examples:
+        >>> from diffsim.systems.wall_study import wall_system
+        >>> sys = wall_system(8.0)
+        >>> {name: round(float(v), 2) for name, v in sys.theta.items()}
+        {'g': 9.81}
     """
     check_positive("h", h)
     dtype = jnp.result_type(float)
@@ -61,7 +75,13 @@ def wall_system(v0: Any = 8.0, *, h: float = pw.DEFAULT_H, smoothing: Any = None
 
 def wall_loss(model: str = "stepped") -> Callable[[Array], Array]:
     """The wall loss ``(landing x − 10)²`` of v0: the time-stepped simulator
-    (``"stepped"``, h = 1/240 s) or the closed form (``"closed"``)."""
+    (``"stepped"``, h = 1/240 s) or the closed form (``"closed"``).
+
+    Examples:
+        >>> from diffsim.systems.wall_study import wall_loss
+        >>> float(wall_loss("stepped")(8.0)), float(wall_loss("closed")(8.0))
+        (16.0, 16.0)
+    """
     if model == "stepped":
         return pw.loss
     if model == "closed":
@@ -70,7 +90,13 @@ def wall_loss(model: str = "stepped") -> Callable[[Array], Array]:
 
 
 def wall_landing_x(model: str = "stepped") -> Callable[[Array], Array]:
-    """Landing x (m) of v0 for the same model as :func:`wall_loss`."""
+    """Landing x (m) of v0 for the same model as :func:`wall_loss`.
+
+    Examples:
+        >>> from diffsim.systems.wall_study import wall_landing_x
+        >>> round(float(wall_landing_x("closed")(5.0)), 3)
+        2.548
+    """
     if model == "stepped":
         return pw.landing_x
     if model == "closed":
@@ -79,7 +105,14 @@ def wall_landing_x(model: str = "stepped") -> Callable[[Array], Array]:
 
 
 class LossTable(NamedTuple):
-    """The wall loss tabulated on a uniform grid of launch speeds (see :func:`loss_table`)."""
+    """The wall loss tabulated on a uniform grid of launch speeds (see :func:`loss_table`).
+
+    Examples:
+        >>> from diffsim.systems.wall_study import loss_table
+        >>> t = loss_table("closed", v_max=1.0, step=0.5)
+        >>> t.v0.tolist(), [round(float(v), 2) for v in t.loss]
+        ([0.0, 0.5, 1.0], [100.0, 99.49, 97.97])
+    """
 
     v0: Array
     """The grid 0, Δ, 2Δ, … (m/s), shape (n,)."""
@@ -95,6 +128,12 @@ def loss_table(
 
     Raises:
         ValueError: ``step`` or ``v_max`` not finite and > 0, or ``step > v_max``.
+
+    Examples:
+        >>> from diffsim.systems.wall_study import loss_table
+        >>> t = loss_table("closed")
+        >>> t.v0.shape, round(float(t.v0[1]), 6)
+        ((4601,), 0.005)
     """
     check_positive("step", step)
     check_positive("v_max", v_max)
@@ -152,6 +191,12 @@ class CosineAnneal(eqx.Module):
     :func:`diffsim.cosine_anneal`, but with the start :math:`s` and end :math:`e`
     as arrays, so that :func:`diffsim.optimize` does not recompile for a new σ₀ or τ₀
     (the web page's boxes).
+
+    Examples:
+        >>> from diffsim.systems.wall_study import CosineAnneal
+        >>> s = CosineAnneal(0.7, 0.02, 300)  # over the first 60 % of 300 steps
+        >>> [round(float(s(k)), 3) for k in (0, 90, 180, 299)]
+        [0.7, 0.36, 0.02, 0.02]
     """
 
     start: Array
@@ -178,6 +223,11 @@ def wall_optimizer(lr: float = LR, steps: int = STEPS) -> optax.GradientTransfor
 
     One object per ``(lr, steps)``: :func:`diffsim.optimize` is compiled per optimizer
     object, so repeated runs (the web page's Optimize button) reuse the compiled code.
+
+    Examples:
+        >>> from diffsim.systems.wall_study import wall_optimizer
+        >>> wall_optimizer(0.2, 300) is wall_optimizer(0.2, 300)  # cached: one compiled descent
+        True
     """
     return optax.adam(optax.cosine_decay_schedule(lr, steps, LR_END_FRACTION))
 
@@ -212,6 +262,14 @@ def optimize_wall(
     The schedule and the optimizer are built so that a second run with another ``v0``,
     σ₀ or τ₀ reuses the compiled code (:class:`CosineAnneal`, :func:`wall_optimizer`).
     ``vmap`` it over ``v0`` (and ``key``) to run many starts at once.
+
+    Examples:
+        >>> import jax
+        >>> from diffsim.estimators import AlphaOrder
+        >>> from diffsim.systems.wall_study import optimize_wall
+        >>> r = optimize_wall(8.0, AlphaOrder(sigma=0.7, num_samples=8), key=jax.random.PRNGKey(0))
+        >>> round(float(r.theta), 1)  # from the plateau to v0* ≈ 9.905
+        9.9
     """
     theta0 = jnp.asarray(v0, dtype=jnp.result_type(float))
     optimizer = wall_optimizer(float(lr), int(steps))

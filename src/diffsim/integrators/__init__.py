@@ -3,6 +3,25 @@
 Each is an ``equinox.Module`` that is a pure step ``step((x, v), theta[, u])`` and has an
 analytic per-step ``.jacobian``. ``INTEGRATORS`` maps each scheme's name to its class (the
 registry the CLI and the parametrized tests read).
+
+Examples:
+    >>> from diffsim.integrators import INTEGRATORS
+    >>> [(name, cls.order) for name, cls in INTEGRATORS.items()]  # doctest: +NORMALIZE_WHITESPACE
+    [('semi_implicit_euler', 1), ('explicit_euler', 1), ('velocity_verlet', 2), ('rk4', 4),
+     ('implicit_euler', 1)]
+
+    ``Acceleration`` is the type of ``a(x, v, theta[, u])``, ``AccelerationJacobian`` that
+    of its optional analytic derivatives ``(∂a/∂x, ∂a/∂v, ∂a/∂θ)``:
+
+    >>> import jax.numpy as jnp
+    >>> from diffsim.integrators import Acceleration, AccelerationJacobian, SemiImplicitEuler
+    >>> spring: Acceleration = lambda x, v, th: -th["k"] * x
+    >>> spring_jacobian: AccelerationJacobian = lambda x, v, th: (
+    ...     -th["k"] * jnp.eye(1), jnp.zeros((1, 1)), -jnp.reshape(x, (1, 1)))
+    >>> step = SemiImplicitEuler(spring, h=0.1, accel_jacobian=spring_jacobian)
+    >>> A, B = step.jacobian((jnp.ones(1), jnp.zeros(1)), {"k": 4.0})
+    >>> [[round(float(c), 4) for c in row] for row in A]
+    [[0.96, 0.1], [-0.4, 1.0]]
 """
 
 from .base import Acceleration as Acceleration

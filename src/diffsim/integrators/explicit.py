@@ -38,6 +38,13 @@ class ExplicitEuler(ExplicitIntegrator):
 
     First order, not symplectic: on an oscillator its energy grows like
     :math:`(1 + ω^2 h^2)^{t/h}`.
+
+    Examples:
+        >>> from diffsim.integrators import ExplicitEuler
+        >>> step = ExplicitEuler(lambda x, v, th: -x, h=0.1)
+        >>> x, v = step((1.0, 0.0), {})  # x uses the old v: x stays, v drops
+        >>> float(x), round(float(v), 6)
+        (1.0, -0.1)
     """
 
     order: ClassVar[int] = 1
@@ -57,6 +64,12 @@ class VelocityVerlet(ExplicitIntegrator):
 
     With a velocity-dependent acceleration the half-step velocity stands in for v (the
     usual explicit choice); then the method is second order but no longer symplectic.
+
+    Examples:
+        >>> from diffsim.integrators import VelocityVerlet
+        >>> step = VelocityVerlet(lambda x, v, th: -x, h=0.1)
+        >>> [round(float(c), 6) for c in step((1.0, 0.0), {})]
+        [0.995, -0.09975]
     """
 
     order: ClassVar[int] = 2
@@ -74,6 +87,15 @@ class RK4(ExplicitIntegrator):
     r"""Classical fourth-order Runge–Kutta on :math:`y = (x, v)`, :math:`\dot y = (v, a)`.
 
     The control, if any, is held constant over the step (zero-order hold).
+
+    Examples:
+        >>> import math
+        >>> from diffsim import rollout
+        >>> from diffsim.integrators import RK4
+        >>> step = RK4(lambda x, v, th: -th["w2"] * x, h=0.1)
+        >>> x, v = rollout(step, (1.0, 0.0), {"w2": 1.0}, 10, trajectory=False)
+        >>> abs(float(x) - math.cos(1.0)) < 1e-6  # fourth order
+        True
     """
 
     order: ClassVar[int] = 4

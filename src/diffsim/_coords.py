@@ -83,6 +83,15 @@ class Coords:
     Supports ``+``, ``-``, unary ``-``, multiplication and division by scalars (Python
     numbers or arrays broadcastable against each part), and :meth:`stack` back to the
     user's pytree layout.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import Coords
+        >>> c = Coords.split(jnp.array([1.0, 2.0]))  # a body in 2-D: x and y
+        >>> len(c), [float(p) for p in c.parts]  # one array per coordinate
+        (2, [1.0, 2.0])
+        >>> (2 * c - c / 2).stack().tolist()  # back to the user's layout
+        [1.5, 3.0]
     """
 
     __slots__ = ("flat", "parts", "unravel")
@@ -149,7 +158,15 @@ class Coords:
 
 
 def where(cond: Any, a: Coords, b: Coords) -> Coords:
-    """Coordinate-wise ``jnp.where(cond, a, b)`` (``cond`` a per-body scalar)."""
+    """Coordinate-wise ``jnp.where(cond, a, b)`` (``cond`` a per-body scalar).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import Coords, where
+        >>> a, b = Coords.split(jnp.array([1.0, 2.0])), Coords.split(jnp.zeros(2))
+        >>> where(jnp.array(False), a, b).stack().tolist()
+        [0.0, 0.0]
+    """
     return a._map(lambda p, q: jnp.where(cond, p, q), b)
 
 

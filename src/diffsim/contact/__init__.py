@@ -9,6 +9,15 @@
 A :class:`Plane` is a half-space (the ground) or, with an :class:`Extent`, a thin obstacle
 (``Plane.wall(6.0, height=2.0)``) that contacts meet only where a step crosses it within its
 extent.
+
+Examples:
+    >>> import jax.numpy as jnp
+    >>> from diffsim.contact import IMPACT_ITERATIONS, Coords, where
+    >>> IMPACT_ITERATIONS  # Newton iterations of locate_impact after its quadratic guess
+    2
+    >>> a, b = Coords.split(jnp.array([1.0, 2.0])), Coords.split(jnp.array([5.0, 6.0]))
+    >>> [float(c) for c in where(jnp.array(True), a, b).stack()]  # coordinate-wise select
+    [1.0, 2.0]
 """
 
 from .._coords import Coords as Coords

@@ -38,7 +38,13 @@ from ..integrators.base import CoordinateAcceleration, Integrator, _unpack
 
 
 def param(value: Any, theta: Any) -> Any:
-    """A contact parameter: ``theta[value]`` when ``value`` is a string, else ``value``."""
+    """A contact parameter: ``theta[value]`` when ``value`` is a string, else ``value``.
+
+    Examples:
+        >>> from diffsim.contact import param
+        >>> param("e", {"e": 0.8}), param(0.5, {"e": 0.8})  # a θ key, or the value itself
+        (0.8, 0.5)
+    """
     if isinstance(value, str):
         try:
             return theta[value]
@@ -50,7 +56,13 @@ def param(value: Any, theta: Any) -> Any:
 
 
 def check_param(name: str, value: Any, lo: float | None = None, hi: float | None = None) -> Any:
-    """Validate a concrete contact parameter (strings, i.e. θ keys, are checked by name only)."""
+    """Validate a concrete contact parameter (strings, i.e. θ keys, are checked by name only).
+
+    Examples:
+        >>> from diffsim.contact import check_param
+        >>> check_param("e", "e"), round(float(check_param("e", 0.8, 0.0, 1.0)), 6)
+        ('e', 0.8)
+    """
     if isinstance(value, str):
         return value
     if lo is not None and hi is not None:
@@ -63,7 +75,14 @@ def check_param(name: str, value: Any, lo: float | None = None, hi: float | None
 
 
 def safe_div(num, den, fallback=0.0):
-    """``num / den`` with a finite value *and gradient* where ``den == 0`` (double where)."""
+    """``num / den`` with a finite value *and gradient* where ``den == 0`` (double where).
+
+    Examples:
+        >>> import jax
+        >>> from diffsim.contact import safe_div
+        >>> float(safe_div(1.0, 0.0)), float(jax.grad(safe_div, argnums=1)(1.0, 0.0))  # no NaN
+        (0.0, 0.0)
+    """
     zero = den == 0
     safe_den = jnp.where(zero, 1.0, den)
     return jnp.where(zero, fallback, num / safe_den)
@@ -78,6 +97,11 @@ def impact_fraction(gap0, gap1):
     gradient is the full one of :math:`g_0/(g_0 - g_1)`: ``jnp.clip`` would halve it there
     (its ``max``/``min`` split a tie's gradient), which made the impact time's derivative
     half the truth (issue 12).
+
+    Examples:
+        >>> from diffsim.contact import impact_fraction
+        >>> float(impact_fraction(0.3, -0.1)), float(impact_fraction(0.2, 0.2))  # g0 = g1: safe
+        (0.75, 0.0)
     """
     s = safe_div(gap0, gap0 - gap1)
     return jnp.where(s < 0.0, 0.0, jnp.where(s > 1.0, 1.0, s))
@@ -127,6 +151,13 @@ class Extent(eqx.Module):
 
     The bounds are closed: a crossing exactly at ``hi`` is inside (a ball that reaches a
     wall exactly at its top is stopped).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import Coords, Extent, Plane
+        >>> wall = Plane((-1.0, 0.0), -6.0, Extent((0.0, 1.0), hi=2.0))  # x = 6, up to y = 2 m
+        >>> [bool(wall.within(Coords.split(jnp.array([6.0, y])))) for y in (1.0, 3.0)]
+        [True, False]
     """
 
     direction: tuple[float, ...] = eqx.field(static=True, converter=_static_normal)
@@ -191,6 +222,16 @@ class Plane(eqx.Module):
     ``Plane.ground(dim)`` is y = 0 with normal +y (the last axis), ``Plane.wall(x, dim)`` is
     a vertical wall at x approached from the left (normal −x): a half-space, or with
     ``height=H`` a thin wall of height H.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import Plane
+        >>> ground = Plane.ground(2)
+        >>> float(ground.gap(jnp.array([3.0, -0.25])))  # 25 cm into the ground
+        -0.25
+        >>> wall = Plane.wall(6.0, height=2.0)
+        >>> wall.thin, float(wall.gap(jnp.array([5.0, 1.0])))  # 1 m before the wall
+        (True, 1.0)
     """
 
     normal: tuple[float, ...] = eqx.field(static=True, converter=_static_normal, default=1.0)
@@ -305,6 +346,14 @@ def smoothed_contact(plane: Plane, x1: Coords, v1: Coords, h, tau):
     :math:`τ\,\mathrm{softplus}(-g/τ)` (gated by approach speed) and the contact weight
     :math:`w = σ(-g/τ)\,σ(-v_n h/τ)` in (0, 1), which tends to the hard switch as τ → 0.
     A thin plane has no inside to smooth: see :func:`edge_weights`.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import Coords, Plane, smoothed_contact
+        >>> x, w = smoothed_contact(Plane.ground(2), Coords.split(jnp.array([0.0, -0.01])),
+        ...                         Coords.split(jnp.array([0.0, -1.0])), 0.01, 1e-3)
+        >>> round(float(w), 3), abs(float(x.stack()[1])) < 1e-3  # in contact, pushed out
+        (1.0, True)
     """
     if plane.thin:
         raise ValueError("smoothed_contact needs a half-space plane; thin planes use edge_weights")
@@ -324,6 +373,14 @@ def naive_contact(
     On a half-space the switch is "inside at the end of the step and approaching"; on a
     thin plane it is "the step crossed the plane within its extent, approaching", which
     needs the start of the step ``x0``.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import Coords, Plane, naive_contact
+        >>> hit, x = naive_contact(Plane.ground(2), Coords.split(jnp.array([0.0, -0.01])),
+        ...                        Coords.split(jnp.array([0.0, -1.0])), mirror=True)
+        >>> bool(hit), [round(float(c), 4) for c in x.stack()]  # reflected: 1 cm above
+        (True, [0.0, 0.01])
     """
     g1 = plane.gap(x1)
     approaching = plane.normal_velocity(v1) < 0
@@ -349,6 +406,14 @@ def crossing(plane: Plane, x0: Coords, x1: Coords, *, within_extent: bool = True
     A step that ends exactly on the plane (:math:`g_1 = 0`, moving towards it) has crossed
     it, at ``s = 1``: the impact is resolved in the step where it happens, not left to the
     next one (a step that stays on the plane, :math:`g_0 = g_1 = 0`, has not).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import Coords, Plane, crossing
+        >>> crossed, s, x_c = crossing(Plane.ground(2), Coords.split(jnp.array([0.0, 0.3])),
+        ...                            Coords.split(jnp.array([0.4, -0.1])))
+        >>> bool(crossed), float(s), [round(float(c), 4) for c in x_c.stack()]
+        (True, 0.75, [0.3, 0.0])
     """
     g0, g1 = plane.gap(x0), plane.gap(x1)
     s = impact_fraction(g0, g1)
@@ -375,6 +440,18 @@ class Impact(NamedTuple):
             on a thin plane, within its extent).
         fraction: α in [0, 1], the impact time as a fraction of the step (per body).
         x, v: the state at the impact (:class:`Coords`).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import Coords, Impact, Plane, locate_impact
+        >>> from diffsim.integrators import SemiImplicitEuler
+        >>> free = SemiImplicitEuler(lambda x, v, th: jnp.zeros_like(x), h=1.0)
+        >>> x0, v0 = jnp.array([0.0, 0.3]), jnp.array([0.0, -0.4])
+        >>> x1, v1 = free((x0, v0), {"g": 0.0})
+        >>> hit = locate_impact(Plane.ground(2), free, (Coords.split(x0), Coords.split(v0)),
+        ...                     (Coords.split(x1), Coords.split(v1)), {"g": 0.0}, None)
+        >>> isinstance(hit, Impact), bool(hit.crossed), round(float(hit.fraction), 4)
+        (True, True, 0.75)
     """
 
     crossed: Any
@@ -513,18 +590,43 @@ def edge_weights(plane: Plane, x_c: Coords, tau):
     crossing point, :math:`w = σ(m(x_c)/τ)` with m the signed margin inside the extent
     (:meth:`Plane.margin`), τ in metres. Both weights are computed directly (no
     cancellation in :math:`1 - w` when w is close to 1). As τ → 0, w tends to the hard
-    test :meth:`Plane.within` away from the edge."""
+    test :meth:`Plane.within` away from the edge.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import Coords, Plane, edge_weights
+        >>> wall = Plane.wall(6.0, height=2.0)
+        >>> w, keep = edge_weights(wall, Coords.split(jnp.array([6.0, 2.0])), 0.1)  # at the top
+        >>> float(w), float(keep)
+        (0.5, 0.5)
+    """
     m = plane.margin(x_c) / tau
     return jax.nn.sigmoid(m), jax.nn.sigmoid(-m)
 
 
 def blend(w_keep, hit: Coords, free: Coords) -> Coords:
-    """``hit + w_keep (free - hit)``: a contact's correction weighted by ``1 - w_keep``."""
+    """``hit + w_keep (free - hit)``: a contact's correction weighted by ``1 - w_keep``.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import Coords, blend
+        >>> hit, free = Coords.split(jnp.array([0.0, 0.0])), Coords.split(jnp.array([2.0, 4.0]))
+        >>> [float(c) for c in blend(0.25, hit, free).stack()]
+        [0.5, 1.0]
+    """
     return hit + w_keep * (free - hit)
 
 
 class Contact(eqx.Module):
-    """Abstract base of every contact model."""
+    """Abstract base of every contact model.
+
+    Examples:
+        >>> from diffsim.contact import Contact, EventContact, ForceContact, PenaltySpring, StopDead
+        >>> issubclass(StopDead, EventContact), issubclass(PenaltySpring, ForceContact)
+        (True, True)
+        >>> issubclass(EventContact, Contact) and issubclass(ForceContact, Contact)
+        True
+    """
 
     plane: eqx.AbstractVar[Plane]
 
@@ -535,6 +637,17 @@ class EventContact(Contact):
     ``resolve`` works on the coordinate view (:class:`~diffsim.contact.Coords`: one array
     per coordinate, with ``+``, ``-``, scaling and :func:`~diffsim.contact.where`), so that a
     batched step compiles to one loop, like a hand-written struct-of-arrays step.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import EventContact, Plane, Restitution, WithContact
+        >>> from diffsim.integrators import SemiImplicitEuler
+        >>> bounce = Restitution(Plane.ground(1), e=0.5, toi=True)
+        >>> isinstance(bounce, EventContact)  # it corrects the free step that crossed the plane
+        True
+        >>> step = WithContact(SemiImplicitEuler(lambda x, v, th: 0.0 * x, h=1.0), bounce)
+        >>> [round(float(c), 6) for c in step((jnp.array(0.3), jnp.array(-0.4)), {"g": 0.0})]
+        [0.05, 0.2]
     """
 
     @abc.abstractmethod
@@ -555,7 +668,16 @@ class EventContact(Contact):
 
 
 class ForceContact(Contact):
-    """A contact that adds an acceleration ``a_c(x, v, θ)`` to the integrator's."""
+    """A contact that adds an acceleration ``a_c(x, v, θ)`` to the integrator's.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.contact import ForceContact, PenaltySpring, Plane
+        >>> spring = PenaltySpring(Plane.ground(1), k=100.0)
+        >>> a = spring.accel(jnp.array(-0.01), jnp.array(0.0), {})  # k · 1 cm / 1 kg
+        >>> isinstance(spring, ForceContact), float(a)
+        (True, 1.0)
+    """
 
     @abc.abstractmethod
     def accel_coords(self, x: Coords, v: Coords, theta) -> Coords:
@@ -585,7 +707,14 @@ class _AccelWithContacts(CoordinateAcceleration):
 
 
 def with_h(integrator: Integrator, h) -> Integrator:
-    """The same integrator with step ``h`` (may be traced, even 0: no re-validation)."""
+    """The same integrator with step ``h`` (may be traced, even 0: no re-validation).
+
+    Examples:
+        >>> from diffsim.contact import with_h
+        >>> from diffsim.integrators import SemiImplicitEuler
+        >>> round(float(with_h(SemiImplicitEuler(lambda x, v, th: -x, h=0.1), 0.05).h), 6)
+        0.05
+    """
     return eqx.tree_at(lambda i: i.h, integrator, jnp.asarray(h, jnp.result_type(integrator.h)))
 
 

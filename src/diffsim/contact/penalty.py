@@ -44,6 +44,18 @@ class PenaltySpring(ForceContact):
         smoothing: τ in metres (> 0; a number or an array, which may be traced: anneal it
             inside a jitted optimisation), or ``None`` for the hard switch.
         kinematic: indices of position coordinates the force does not act on (static).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim import rollout
+        >>> from diffsim.contact import PenaltySpring, Plane, WithContact
+        >>> from diffsim.integrators import SemiImplicitEuler
+        >>> gravity = lambda x, v, th: -th["g"] + 0.0 * x
+        >>> spring = PenaltySpring(Plane.ground(), k=1e4)
+        >>> step = WithContact(SemiImplicitEuler(gravity, h=1e-3), spring)
+        >>> y, v = rollout(step, (0.5, 0.0), {"g": 9.81}, 500, trajectory=False)
+        >>> bool(v > 0), bool(y > -0.01)  # bounced back up, after a millimetre-scale penetration
+        (True, True)
     """
 
     plane: Plane

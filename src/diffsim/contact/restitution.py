@@ -95,6 +95,18 @@ class Restitution(EventContact):
         position: the naive rule's position correction (static): ``"project"`` puts the
             body on the plane; ``"reflect"`` mirrors the penetration depth out of it
             (:math:`g^+ = -g_1`, the rule of many particle codes and of ``benchmarks/``).
+
+    Examples:
+        >>> from diffsim import rollout
+        >>> from diffsim.contact import Plane, Restitution, WithContact
+        >>> from diffsim.integrators import SemiImplicitEuler
+        >>> free = SemiImplicitEuler(lambda x, v, th: 0.0 * x, h=0.01)
+        >>> for toi in (True, False):  # from 1 m at −1 m/s, at 2 s; exact: y = 0.8, v = 0.8
+        ...     step = WithContact(free, Restitution(Plane.ground(), e=0.8, toi=toi))
+        ...     y, v = rollout(step, (1.0, -1.0), {"g": 0.0}, 200, trajectory=False)
+        ...     print(toi, round(float(y), 3), round(float(v), 3))
+        True 0.8 0.8
+        False 0.792 0.8
     """
 
     plane: Plane

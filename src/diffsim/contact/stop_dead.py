@@ -70,6 +70,18 @@ class StopDead(EventContact):
             traced), or ``None``.
         location: how ``toi`` locates the impact (static): ``"substep"`` (the default) or
             ``"linear"``, as for :class:`~diffsim.contact.Restitution`.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim import rollout
+        >>> from diffsim.contact import Plane, StopDead, WithContact
+        >>> from diffsim.integrators import SemiImplicitEuler
+        >>> step = WithContact(SemiImplicitEuler(lambda x, v, th: 0.0 * x, h=0.1),
+        ...                    StopDead(Plane.wall(6.0, height=2.0), toi=True))
+        >>> x, v = rollout(step, (jnp.array([5.0, 1.0]), jnp.array([4.0, 0.0])), {"g": 0.0}, 10,
+        ...                trajectory=False)
+        >>> [round(float(c), 6) for c in x], v.tolist()  # stopped dead where it hit the wall
+        ([6.0, 1.0], [0.0, 0.0])
     """
 
     plane: Plane

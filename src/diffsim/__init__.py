@@ -29,6 +29,9 @@ from ._optimize import cosine_anneal as cosine_anneal
 from ._optimize import optimize as optimize
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
+from ._sharding import device_mesh as device_mesh
+from ._sharding import initialize_distributed as initialize_distributed
+from ._sharding import shard_batch as shard_batch
 from ._sigma import Relative as Relative
 from ._sigma import sigma_vector as sigma_vector
 from .doctor import Diagnosis as Diagnosis
@@ -56,15 +59,18 @@ __all__ = [
     "checkpoint_segments",
     "contact",
     "cosine_anneal",
+    "device_mesh",
     "diagnose",
     "diagnose_rollout",
     "doctor",
     "estimators",
     "forward_sensitivity",
+    "initialize_distributed",
     "integrators",
     "optimize",
     "rollout",
     "rollout_jacobian",
+    "shard_batch",
     "sigma_vector",
     "step_jacobian",
     "systems",

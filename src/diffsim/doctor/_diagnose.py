@@ -374,7 +374,7 @@ def sample_budget(num_samples: int, max_samples: int) -> tuple[int, int]:
 
 def _measure_checked(
     loss, theta, key, *, sigma, num_samples, max_samples, rel_steps, num_directions,
-    z_threshold, z_clear, gap_tolerance, stiffness_ratio, stiffness_kurtosis,
+    z_threshold, z_clear, gap_tolerance, stiffness_ratio, stiffness_kurtosis, devices=None,
 ) -> tuple[Sampler, Thresholds, int]:  # fmt: skip
     """:func:`diagnose`'s argument checks, then its sampler, thresholds and budget."""
     if not callable(loss):
@@ -413,7 +413,7 @@ def _measure_checked(
     chunk, budget = sample_budget(num_samples, max(max_samples, num_samples))
     sampler = Sampler(
         loss, theta, key, sigma=sigma, chunk=chunk, capacity=budget, rel_steps=steps,
-        num_directions=num_directions,
+        num_directions=num_directions, devices=devices,
     )  # fmt: skip
     thresholds = Thresholds(
         z_threshold, stiffness_ratio, stiffness_kurtosis, z_clear=z_clear,
@@ -437,6 +437,7 @@ def diagnose(
     gap_tolerance: float = 0.1,
     stiffness_ratio: float = 20.0,
     stiffness_kurtosis: float = 10.0,
+    devices: Any = None,
 ) -> Diagnosis:
     r"""Tell whether the exact gradient of ``loss`` at ``theta`` can be trusted.
 
@@ -466,6 +467,9 @@ def diagnose(
             changes they should explain".
         stiffness_kurtosis: excess kurtosis of the per-sample gradient norms above which
             their tails are "heavy".
+        devices: where the samples run: ``None`` (every device JAX sees, when there are
+            several), a count, devices or a ``jax.sharding.Mesh``
+            (:func:`diffsim.device_mesh`).
 
     Returns:
         A :class:`Diagnosis`: verdict, flags with evidence, anything undecided with the
@@ -489,7 +493,7 @@ def diagnose(
         loss, theta, key, sigma=sigma, num_samples=num_samples, max_samples=max_samples,
         rel_steps=rel_steps, num_directions=num_directions, z_threshold=z_threshold,
         z_clear=z_clear, gap_tolerance=gap_tolerance, stiffness_ratio=stiffness_ratio,
-        stiffness_kurtosis=stiffness_kurtosis,
+        stiffness_kurtosis=stiffness_kurtosis, devices=devices,
     )  # fmt: skip
     m, pending = _sequential(sampler, thresholds, budget)
     return _report(m, thresholds, pending, budget)

@@ -25,6 +25,7 @@ from jax.flatten_util import ravel_pytree
 from .._checks import as_arrays
 from .._jacobians import _autodiff_step_jacobian
 from .._rollout import call_step, rollout
+from .._sharding import device_mesh, on_devices, sample_map
 from .._sigma import Relative, check_sigma, describe, is_scalar_sigma, sigma_vector
 from ..estimators.alpha_order import bernstein_radius
 from ..estimators.base import flatten_loss
@@ -176,7 +177,12 @@ def _excess_kurtosis(a: np.ndarray) -> float:
 
 
 @eqx.filter_jit
-def _draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_directions):
+def _draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):
+    args = (loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh)
+    return on_devices(mesh, _draw_body, *args)
+
+
+def _draw_body(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):
     r"""Fill the sample buffers of ``state`` from chunk ``start`` to ``stop`` (traced, so
     every round of the sequential test reuses one compiled program), computing the
     sample-free part (L(θ), ∇L(θ), the finite-difference ladder) on the first call.
@@ -184,6 +190,8 @@ def _draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, 
     Everything is evaluated in the scaled coordinates y, :math:`f(y) = L(θ_0 + s ⊙ y)`
     with ``s = scale`` = σ/σ̄, where the perturbations are σ̄·z, isotropic. For one number
     σ, s = 1 and :math:`θ_0 + 1·y` is θ_0 + y exactly: the same numbers as in θ.
+    The samples (and the ladder's points) are evaluated over ``mesh`` when one is given
+    (:func:`diffsim._sharding.sample_map`).
     """
     f0, x0, _ = flatten_loss(loss, theta)
     d = x0.shape[0]
@@ -197,11 +205,11 @@ def _draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, 
     def fixed(_):
         L0, g = jax.value_and_grad(f0)(x0)
         # directional central differences on a ladder of step sizes δ_j = s_j σ̄ (in y)
-        U = _directions(d, num_directions, k_dir, x0.dtype)  # (k, d)
+        U = _directions(d, num_dir, k_dir, x0.dtype)  # (k, d)
         deltas = rel_steps.astype(x0.dtype) * sigma  # (m,)
         pts = deltas[:, None, None] * U[None, :, :]
-        fp = jax.vmap(jax.vmap(f))(pts)  # (m, k)
-        fm = jax.vmap(jax.vmap(f))(-pts)
+        both = sample_map(f, jnp.concatenate([pts, -pts]).reshape(-1, d), mesh)
+        fp, fm = both.reshape(2, *pts.shape[:2])  # (m, k) each
         return {"loss": L0, "grad": g, "deltas": deltas, "fd_plus": fp, "fd_minus": fm,
                 "grad_along_directions": U @ (scale * g)}  # fmt: skip
 
@@ -219,10 +227,9 @@ def _draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, 
         # is gone; a jump's contribution is untouched
         gy = scale * fx["grad"]
         z = jax.random.normal(k0, (pairs, d), x0.dtype)
-        fp = jax.vmap(f)(sigma * z)
-        fm = jax.vmap(f)(-sigma * z)
+        fp, fm = sample_map(f, jnp.concatenate([sigma * z, -sigma * z]), mesh).reshape(2, -1)
         g0 = ((fp - fm) / 2 - sigma * (z @ gy))[:, None] * z / sigma + gy
-        g1 = first_order_samples(f, origin, sigma, k1, chunk)
+        g1 = first_order_samples(f, origin, sigma, k1, chunk, mesh)
         dL = jnp.concatenate([fp, fm]) - L0
         return {
             "zeroth": jax.lax.dynamic_update_slice(bufs["zeroth"], g0, (i * pairs, 0)),
@@ -336,7 +343,7 @@ class Sampler:
     def __init__(
         self, loss: Callable[[Any], Any], theta: Any, key: jax.Array, *, sigma: Any,
         chunk: int, capacity: int, rel_steps: Any = DEFAULT_REL_STEPS,
-        num_directions: int = 8,
+        num_directions: int = 8, devices: Any = None,
     ) -> None:  # fmt: skip
         _, x, _ = flatten_loss(loss, theta)  # checks loss and θ (named) first
         self._sig, self._form = resolve_sigma(sigma, theta)
@@ -351,6 +358,7 @@ class Sampler:
         self._args = (loss, theta, key)
         self._steps = jnp.asarray(np.asarray(rel_steps, dtype=float), x.dtype)
         self._k = int(num_directions)
+        self.mesh = device_mesh(devices)
         m, k = self._steps.shape[0], d if d <= self._k else self._k
         dt = x.dtype
         zeros = jnp.zeros
@@ -378,7 +386,7 @@ class Sampler:
         self._state = _draw(
             loss, theta, key, jnp.asarray(self._scale), jnp.asarray(self.sigma, self._scale.dtype),
             self._steps, self._state, jnp.asarray(self.num_chunks), jnp.asarray(stop),
-            self.chunk, self._k,
+            self.chunk, self._k, self.mesh,
         )  # fmt: skip
         self.num_chunks = stop
 
@@ -507,6 +515,7 @@ def measure(
     num_samples: int = 256,
     rel_steps: Any = DEFAULT_REL_STEPS,
     num_directions: int = 8,
+    devices: Any = None,
 ) -> Measurements:
     """Sample the loss around θ (one jitted batch) and reduce the samples to statistics.
 
@@ -523,7 +532,7 @@ def measure(
     """
     chunk = max(2, int(num_samples) // 2 * 2)
     s = Sampler(loss, theta, key, sigma=sigma, chunk=chunk, capacity=chunk,
-                rel_steps=rel_steps, num_directions=num_directions)  # fmt: skip
+                rel_steps=rel_steps, num_directions=num_directions, devices=devices)  # fmt: skip
     s.extend(chunk)
     return s.measurements()
 

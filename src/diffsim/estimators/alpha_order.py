@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from .._sharding import check_devices, device_mesh, on_devices
 from .._sigma import check_sigma, sigma_vector
 from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
 from .base import (
@@ -58,13 +59,18 @@ def choose_alpha(var0: Array, var1: Array, eps: Array, gap: Array, gamma: Array)
 
 
 @eqx.filter_jit
-def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic):
+def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, mesh):
+    args = (loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, mesh)
+    return on_devices(mesh, _alpha_body, *args)
+
+
+def _alpha_body(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, mesh):
     f, x, unravel = flatten_loss(loss, theta)
     sigma = sigma_vector(sigma, theta)
     # independent sample sets: the two means must not share noise
     k0, k1 = jax.random.split(key)
-    g0, evals0 = zeroth_order_samples(f, x, sigma, k0, num_samples, antithetic)
-    g1 = first_order_samples(f, x, sigma, k1, num_samples)
+    g0, evals0 = zeroth_order_samples(f, x, sigma, k0, num_samples, antithetic, mesh)
+    g1 = first_order_samples(f, x, sigma, k1, num_samples, mesh)
     m0, _, var0 = mean_and_stats(g0)
     m1, _, var1 = mean_and_stats(g1)
     n0, n1 = g0.shape[0], g1.shape[0]
@@ -115,6 +121,9 @@ class AlphaOrder(SmoothingEstimator):
         delta: δ, the failure probability of the Bernstein bound, in (0, 1) (default 0.05).
         R: a bound on ‖g_i − ḡ⁰‖ for the ZoBG samples, > 0 (the paper's L; default 1.0).
         antithetic: antithetic ZoBG samples (static; N even, >= 4).
+        devices: where the samples run (static): ``None`` (every device when there are
+            several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
+            estimate is the same bit for bit.
 
     Raises:
         ValueError: a non-positive or non-finite σ, γ, R; δ outside (0, 1); N < 2.
@@ -142,6 +151,7 @@ class AlphaOrder(SmoothingEstimator):
     delta: float = eqx.field(static=True, default=0.05)
     R: Array = eqx.field(converter=lambda v: positive_field("R", v), default=1.0)
     antithetic: bool = eqx.field(static=True, default=False)
+    devices: Any = eqx.field(static=True, converter=check_devices, default=None)
 
     def __check_init__(self) -> None:
         samples_field("num_samples", self.num_samples, minimum=4 if self.antithetic else 2)
@@ -170,4 +180,5 @@ class AlphaOrder(SmoothingEstimator):
             self.delta,
             self.R,
             self.antithetic,
+            device_mesh(self.devices),
         )

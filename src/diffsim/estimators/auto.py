@@ -65,6 +65,7 @@ import jax.scipy.special
 import numpy as np
 from jaxtyping import Array
 
+from .._sharding import check_devices, device_mesh, on_devices, sample_map
 from .._sigma import Relative, check_sigma, describe, sigma_vector
 from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
 from .alpha_order import choose_alpha
@@ -119,7 +120,12 @@ def per_component_threshold(z: Array, dim: int) -> Array:
 
 
 @eqx.filter_jit
-def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis):
+def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis, mesh):
+    args = (loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis, mesh)
+    return on_devices(mesh, _auto_body, *args)
+
+
+def _auto_body(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis, mesh):
     f, x, unravel = flatten_loss(loss, theta)
     s0 = sigma_vector(sigma, theta)
     dt = x.dtype
@@ -133,7 +139,7 @@ def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, k
     def draw(r):  # round r: N perturbed losses at σ·WIDEN^r
         z = jax.random.normal(jax.random.fold_in(k_widen, r), (n, d), dt)
         s = s0 * jnp.asarray(WIDEN, dt) ** r
-        return z, s, jax.vmap(f)(x + s * z)
+        return z, s, sample_map(f, x + s * z, mesh)
 
     g_exact = jax.grad(f)(x)
     # the exact gradient predicts no change over σ (zero to rounding): a plateau, unless
@@ -185,7 +191,7 @@ def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, k
     g1 = jax.lax.cond(
         trusted,
         lambda: jnp.zeros((n, d), dt),
-        lambda: first_order_samples(f, x, s, k1, n),
+        lambda: first_order_samples(f, x, s, k1, n, mesh),
     )
     m1, se1, var1 = mean_and_stats(g1)
 
@@ -261,6 +267,9 @@ class Auto(SmoothingEstimator):
             (default 2); with d parameters each component is tested at
             :func:`per_component_threshold` so the call's false-alarm rate stays that of one.
         stiffness_ratio, stiffness_kurtosis: the heavy-tail test (as the doctor's).
+        devices: where the samples run (static): ``None`` (every device when there are
+            several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
+            estimate is the same bit for bit.
 
     The estimate reports ``choice`` (its code; :data:`CHOICES`, :data:`REASONS`, and
     :func:`describe_choice` in words), ``sigma_used``, ``widenings``, ``z_gap``, ``alpha``,
@@ -314,6 +323,8 @@ class Auto(SmoothingEstimator):
         converter=lambda v: positive_field("stiffness_kurtosis", v), default=10.0
     )
 
+    devices: Any = eqx.field(static=True, converter=check_devices, default=None)
+
     def __check_init__(self) -> None:
         samples_field("num_samples", self.num_samples, minimum=4)
         if isinstance(self.max_widen, bool) or not isinstance(self.max_widen, int | np.integer):
@@ -334,6 +345,7 @@ class Auto(SmoothingEstimator):
             self.z_threshold,
             self.stiffness_ratio,
             self.stiffness_kurtosis,
+            device_mesh(self.devices),
         )
 
     def describe_sigma(self) -> str:

@@ -38,6 +38,13 @@ class Gradient(NamedTuple):
         grad: the gradient, with the structure of θ (leading axis B when batched).
         mode: ``"forward"`` or ``"reverse"``: the mode that was used.
         reason: why that mode (parameters per system, residual bytes of reverse mode).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> import diffsim
+        >>> g = diffsim.value_and_grad(lambda th: jnp.sum(th**2), jnp.array([1.0, 2.0]))
+        >>> float(g.value), g.grad.tolist(), g.mode
+        (5.0, [2.0, 4.0], 'reverse')
     """
 
     value: Any

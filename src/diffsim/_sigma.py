@@ -100,6 +100,15 @@ def sigma_vector(sigma: Any, theta: Any) -> Array:
     Raises:
         ValueError: a pytree σ whose structure differs from θ's, or a leaf that does not
             broadcast to θ's leaf.
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim import Relative, sigma_vector
+        >>> theta = {"k": jnp.array(4.0), "c": jnp.array(0.2)}
+        >>> [round(float(s), 6) for s in sigma_vector(0.1, theta)]  # one number: every component
+        [0.1, 0.1]
+        >>> [round(float(s), 6) for s in sigma_vector({"k": 0.5, "c": 0.01}, theta)]  # c, k order
+        [0.01, 0.5]
     """
     x, _ = ravel_pytree(theta)
     if isinstance(sigma, Relative):

@@ -34,6 +34,13 @@ def load_engine(name: str) -> ModuleType:
     Raises:
         ValueError: unknown ``name`` (the message lists the adapters).
         ImportError: the engine is not installed; the message gives the pip command.
+
+    Examples:
+        >>> from diffsim.engines import ENGINES, load_engine
+        >>> ENGINES["mjx"]  # adapter module, and the extra that installs its engine
+        ('diffsim.engines.mjx', 'mjx')
+        >>> load_engine("mjx").__name__
+        'diffsim.engines.mjx'
     """
     if name not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {name!r}")

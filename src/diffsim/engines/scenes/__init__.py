@@ -17,6 +17,15 @@ decision variable, the loss the tests, the benchmark and the README use:
     loss is flat (zero exact gradient). :func:`pushing_loss`.
 ``cartpole``
     a cart-pole without contact: smooth, the exact gradient is to be trusted.
+
+Examples:
+    >>> from diffsim.engines import scenes
+    >>> list(scenes.SCENES)
+    ['free_flight', 'wall', 'pushing', 'cartpole']
+    >>> scenes.WALL_STEPS, scenes.WALL_TARGET, scenes.G
+    (180, 10.0, 9.81)
+    >>> scenes.PUSHING_STEPS, scenes.PUSHING_TARGET, scenes.PUSHING_RAMP, scenes.PUSHING_TOLERANCE
+    (100, 0.8, 0.6, 0.02)
 """
 
 from __future__ import annotations
@@ -57,6 +66,12 @@ def path(name: str) -> str:
 
     Raises:
         ValueError: unknown ``name`` (the message lists the scenes).
+
+    Examples:
+        >>> import pathlib
+        >>> from diffsim.engines import scenes
+        >>> pathlib.Path(scenes.path("wall")).name, pathlib.Path(scenes.path("wall")).is_file()
+        ('wall.xml', True)
     """
     if name not in SCENES:
         raise ValueError(f"scene must be one of {', '.join(SCENES)}, got {name!r}")
@@ -64,7 +79,13 @@ def path(name: str) -> str:
 
 
 def launch_velocity(v0: ArrayLike) -> Array:
-    """The wall scene's initial ``qvel`` (6,): speed v₀ at 45° in the x–z plane."""
+    """The wall scene's initial ``qvel`` (6,): speed v₀ at 45° in the x–z plane.
+
+    Examples:
+        >>> from diffsim.engines import scenes
+        >>> [round(float(c), 4) for c in scenes.launch_velocity(2.0)]  # (vx, vy, vz, ωx, ωy, ωz)
+        [1.4142, 0.0, 1.4142, 0.0, 0.0, 0.0]
+    """
     c = jnp.asarray(v0) / math.sqrt(2.0)
     z = jnp.zeros_like(c)
     return jnp.stack([c, z, c, z, z, z])
@@ -73,7 +94,16 @@ def launch_velocity(v0: ArrayLike) -> Array:
 def wall_landing_x(qpos: Array) -> Array:
     """Landing x from a wall trajectory's ``qpos`` (T + 1, 7): where the ball's centre first
     comes back down through the launch height z = 0, interpolated linearly inside the step;
-    the final x if it never does (a ball resting on the wall's top)."""
+    the final x if it never does (a ball resting on the wall's top).
+
+    Examples:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.engines import scenes
+        >>> qpos = jnp.zeros((3, 7)).at[:, 0].set(jnp.array([8.0, 9.0, 10.0]))
+        >>> qpos = qpos.at[:, 2].set(jnp.array([0.5, 0.25, -0.25]))  # down through z = 0 at step 2
+        >>> float(scenes.wall_landing_x(qpos))
+        9.5
+    """
     x, z = qpos[:, 0], qpos[:, 2]
     below = z[1:] < 0
     landed = jnp.any(below)
@@ -84,7 +114,14 @@ def wall_landing_x(qpos: Array) -> Array:
 
 
 def wall_loss(step: Any, *, num_steps: int = WALL_STEPS, target: float = WALL_TARGET):
-    """The wall scene's loss of the launch speed: :math:`L(v_0) = (x_{land} − 10)^2`."""
+    """The wall scene's loss of the launch speed: :math:`L(v_0) = (x_{land} − 10)^2`.
+
+    Examples:
+        >>> from diffsim.engines import mjx, scenes
+        >>> loss = scenes.wall_loss(mjx.load(scenes.path("wall")))  # compiles on its first call
+        >>> callable(loss)
+        True
+    """
 
     def loss(v0: Array) -> Array:
         traj = step.simulate({"qvel0": launch_velocity(v0)}, num_steps, trajectory=True)
@@ -95,14 +132,28 @@ def wall_loss(step: Any, *, num_steps: int = WALL_STEPS, target: float = WALL_TA
 
 def pushing_controls(theta: ArrayLike, num_steps: int = PUSHING_STEPS) -> Array:
     """The finger's target positions (num_steps, 1): from 0 linearly to θ over the first
-    :data:`PUSHING_RAMP` of the horizon, then held."""
+    :data:`PUSHING_RAMP` of the horizon, then held.
+
+    Examples:
+        >>> from diffsim.engines import scenes
+        >>> u = scenes.pushing_controls(0.6)
+        >>> u.shape, round(float(u[29, 0]), 4), round(float(u[-1, 0]), 4)  # ramp, then held
+        ((100, 1), 0.3, 0.6)
+    """
     t = jnp.arange(1, num_steps + 1) / (PUSHING_RAMP * num_steps)
     return (jnp.asarray(theta) * jnp.minimum(t, 1.0))[:, None]
 
 
 def pushing_loss(step: Any, *, num_steps: int = PUSHING_STEPS, target: float = PUSHING_TARGET):
     """The pushing scene's loss of the finger's final target θ (m):
-    :math:`L(θ) = (x_{box,T} − 0.8)^2` (``qpos[1]`` is the box's x)."""
+    :math:`L(θ) = (x_{box,T} − 0.8)^2` (``qpos[1]`` is the box's x).
+
+    Examples:
+        >>> from diffsim.engines import mjx, scenes
+        >>> loss = scenes.pushing_loss(mjx.load(scenes.path("pushing")))  # loss(final target)
+        >>> callable(loss)
+        True
+    """
     box0 = float(step.mj_model.body("box").pos[0])
 
     def loss(theta: Array) -> Array:

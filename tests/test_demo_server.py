@@ -344,7 +344,9 @@ def _wait_for_page(proc, port, timeout=180.0):
 def _stop(proc: subprocess.Popen) -> tuple[int, str]:
     proc.send_signal(signal.SIGINT)
     try:
-        _, err = proc.communicate(timeout=60)
+        # the server waits for its warm-up compilation to reach a safe point before it
+        # exits: 60 s ran out once on a 2-core machine busy with three other jobs
+        _, err = proc.communicate(timeout=180)
     except subprocess.TimeoutExpired:
         proc.kill()
         _, err = proc.communicate()

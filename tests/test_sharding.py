@@ -153,3 +153,46 @@ def test_two_processes_give_the_single_process_estimate(four_devices):
         _close(o["all"], four_devices["one"])
         _close(o["all"], four_devices["all"])
     assert outs[0]["all"] == outs[1]["all"]  # every process holds the same result
+
+
+def _cli_json(*args: str, devices: int) -> dict:
+    p = subprocess.run(
+        [sys.executable, "-m", "diffsim", *args, "--json"],
+        env=_env(1),  # the CLI creates the host devices itself (--devices)
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-4000:]
+    return _parse(p.stdout)
+
+
+def test_cli_devices_splits_estimate_optimize_and_diagnose():
+    for cmd in (
+        ("estimate", "-e", "alpha", "--v0", "9.3", "--samples", "30"),
+        ("optimize", "-e", "zeroth", "--steps", "5", "--samples", "16"),
+        ("diagnose", "--v0", "9.3", "--samples", "32"),
+    ):
+        one = _cli_json(*cmd, "--devices", "1", devices=1)
+        two = _cli_json(*cmd, "--devices", "2", devices=2)
+        assert (one["devices"], two["devices"]) == (1, 2), cmd
+        if cmd[0] == "estimate":  # float64 here: agreement to rounding of a 30-term mean
+            assert abs(one["estimate"] - two["estimate"]) <= 1e-12 * abs(one["estimate"])
+        elif cmd[0] == "optimize":
+            assert abs(one["v0_final"] - two["v0_final"]) <= 1e-9 * abs(one["v0_final"])
+        else:
+            assert (one["verdict"], one["flags"]) == (two["verdict"], two["flags"])
+
+
+def test_cli_devices_beyond_the_started_backend_is_a_clear_error():
+    from conftest import cli_runner
+    from diffsim.cli import app
+
+    jax.devices()  # this process's backend has started with one device
+    r = cli_runner().invoke(app, ["estimate", "--devices", "3", "--json"])
+    assert r.exit_code == 2
+    assert "--devices must be in [1, 1]" in r.output
+    r = cli_runner().invoke(app, ["estimate", "--devices", "0"])
+    assert r.exit_code == 2 and "--devices must be an integer >= 1" in r.output
+    r = cli_runner().invoke(app, ["estimate", "--devices", "1", "--samples", "8", "--json"])
+    assert r.exit_code == 0 and json.loads(r.output.strip().splitlines()[-1])["devices"] == 1

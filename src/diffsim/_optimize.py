@@ -100,7 +100,7 @@ def _optimize(
         evals = evals + r.num_evals
         record = (theta, jnp.asarray(loss_k(theta), dtype), r, evals, sigma, temp)
         if callback is not None:
-            jax.debug.callback(callback, k + 1, ordered=True)
+            jax.debug.callback(callback, k + 1)
         return (new_theta, opt_state, evals), record
 
     init = (theta0, optimizer.init(theta0), jnp.zeros((), jnp.int32))
@@ -152,7 +152,9 @@ def optimize(
         sigma_schedule: optional ``k -> σ_k`` (e.g. ``optax.exponential_decay``).
         temperature_schedule: optional ``k -> τ_k``.
         callback: optional host function called with the number of completed steps
-            after each one (``jax.debug.callback``; e.g. to advance a progress bar).
+            after each one (``jax.debug.callback``, unordered — ordered effects are not
+            supported on several devices — so calls may arrive out of order; e.g. to
+            advance a progress bar).
 
     Returns:
         :class:`OptimizeResult` with the final θ, its loss, the evaluations used and the

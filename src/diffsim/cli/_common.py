@@ -241,6 +241,52 @@ def check_seed(seed: int) -> int:
     return check_count("seed", seed, 0, SEED_MAX, "a 32-bit PRNG seed")
 
 
+# --- devices ---------------------------------------------------------------------------------
+
+DEVICES_MAX = 4096
+DEVICES_HELP = (
+    "Devices to split the samples over (default: every device JAX sees; 1: one device). "
+    "On a CPU-only machine, N > 1 creates N host devices sharing its cores."
+)
+
+
+def _backend_started() -> bool:
+    try:
+        from jax._src import xla_bridge
+
+        return bool(getattr(xla_bridge, "_backends", {}))
+    except ImportError:  # pragma: no cover - a JAX without the private module: assume so
+        return True
+
+
+def use_devices(devices: int | None) -> tuple[Any, int]:
+    """``--devices N``: the ``devices=`` to pass to the library and how many it spans.
+
+    On the CPU backend, N host devices are created when JAX has not started yet
+    (``jax_num_cpu_devices``; ``XLA_FLAGS`` on older JAX); elsewhere N is checked against
+    the devices JAX sees, and the error names the option and the accepted range."""
+    import jax
+
+    from .._sharding import device_count, device_mesh
+
+    if devices is not None:
+        check_count("devices", devices, 1, DEVICES_MAX, "a device count")
+        if devices > 1:
+            try:
+                jax.config.update("jax_num_cpu_devices", devices)
+            except RuntimeError:  # the backend has started: device_mesh checks the count
+                pass
+            except (AttributeError, KeyError, ValueError):  # JAX without the option
+                if not _backend_started():
+                    flag = f"--xla_force_host_platform_device_count={devices}"
+                    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+    try:
+        mesh = device_mesh(devices)
+    except ValueError as err:
+        raise CLIError(str(err).replace("devices must", "--devices must", 1)) from None
+    return devices, device_count(mesh)
+
+
 # --- answers, JSON ----------------------------------------------------------------------------
 
 

@@ -14,12 +14,14 @@ from rich.table import Table
 from ..doctor import PRESETS, Diagnosis, battery_table, cost_text, run_battery
 from ..systems import SYSTEMS
 from ._common import (
+    DEVICES_HELP,
     CLIError,
     app,
     check_seed,
     console,
     print_json,
     progress_bar,
+    use_devices,
     used,
 )
 from ._limits import (
@@ -76,7 +78,7 @@ def _parse_target(text: str) -> list[float]:
     return [used("target", c) for c in xyz]
 
 
-def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet):
+def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, devices=None):
     """Diagnose ‖p_T − target‖² of body ``body`` after ``steps`` MJX steps of the MJCF model
     at ``path``, with respect to ``wrt``; returns (diagnosis, loss, grad)."""
     import jax.numpy as jnp
@@ -116,7 +118,7 @@ def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet):
         sT = step.simulate({wrt.value: x}, steps)
         return jnp.sum((step.body_position(sT, body) - goal) ** 2)
 
-    opts = {"num_samples": samples}
+    opts = {"num_samples": samples, "devices": devices}
     if sigma is not None:
         opts["sigma"] = sigma
     # an MJX step costs ~50x a built-in system's on CPU, plus compilation (tens of seconds)
@@ -128,8 +130,8 @@ def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet):
     return d, float(g.value), [float(v) for v in jnp.ravel(g.grad)]
 
 
-def _run(system: DoctorSystem, v0, k, steps, toi, sigma, samples, key) -> Diagnosis:
-    opts = {"num_samples": samples}
+def _run(system: DoctorSystem, v0, k, steps, toi, sigma, samples, key, devices) -> Diagnosis:
+    opts = {"num_samples": samples, "devices": devices}
     if sigma is not None:
         opts["sigma"] = sigma
     preset = PRESETS[system.value]
@@ -160,6 +162,7 @@ def diagnose_cmd(
     held_out: bool = typer.Option(
         False, "--held-out", help="With --battery: the held-out cases instead."
     ),
+    devices: int | None = typer.Option(None, "--devices", help=DEVICES_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     mjcf: str = typer.Option(
         None,
@@ -182,15 +185,18 @@ def diagnose_cmd(
 ) -> None:
     """Can the exact gradient be trusted here? Flags (plateau, jump, stiffness, chaos,
     non_finite) with their evidence, a verdict and a recommendation."""
+    devices, num_devices = use_devices(devices)  # first: before JAX starts its backend
     check_seed(seed)
     if mjcf is not None:
-        _diagnose_mjcf(mjcf, steps, wrt, body, target, sigma, samples, seed, json_out)
+        _diagnose_mjcf(
+            mjcf, steps, wrt, body, target, sigma, samples, seed, json_out, devices, num_devices
+        )
         return
     steps = 0 if steps is None else steps
     if battery:
         rows = run_battery(seed, which="held_out" if held_out else "calibration")
         if json_out:
-            print_json({"cases": rows})
+            print_json({"cases": rows, "devices": num_devices})
         else:
             typer.echo(battery_table(rows))
         return
@@ -211,10 +217,10 @@ def diagnose_cmd(
         max(samples, 256) * horizon * DOCTOR_S_PER_SAMPLE_STEP,
     )
     with progress_bar(f"diagnose ({system.value})", 1, seconds, json_out) as advance:
-        d = _run(system, v0, k, steps, toi, sigma, samples, jax.random.PRNGKey(seed))
+        d = _run(system, v0, k, steps, toi, sigma, samples, jax.random.PRNGKey(seed), devices)
         advance()
     if json_out:
-        print_json(d.to_dict())
+        print_json({**d.to_dict(), "devices": num_devices})
         return
     colour = {"trusted": "green", "inconclusive": "yellow"}.get(d.verdict, "red")
     console.print(f"[bold {colour}]{d.verdict}[/]  ({system.value})")
@@ -231,7 +237,9 @@ def diagnose_cmd(
     console.print(f"cost: {cost_text(d.evaluations)}", highlight=False)
 
 
-def _diagnose_mjcf(mjcf, steps, wrt, body, target, sigma, samples, seed, json_out) -> None:
+def _diagnose_mjcf(
+    mjcf, steps, wrt, body, target, sigma, samples, seed, json_out, devices=None, num_devices=1
+) -> None:
     """``diffsim diagnose --mjcf``: checks, then the doctor on the model, then the report."""
     steps = MJCF_STEPS if steps is None else steps
     if steps < 1:
@@ -243,8 +251,9 @@ def _diagnose_mjcf(mjcf, steps, wrt, body, target, sigma, samples, seed, json_ou
             raise CLIError(f"sigma must be finite and > 0, got {sigma}")
     if samples < 16:
         raise CLIError(f"samples must be an integer >= 16, got {samples}")
+    key = jax.random.PRNGKey(seed)
     d, loss, grad = _run_mjcf(
-        mjcf, steps, wrt, body, target, sigma, samples, jax.random.PRNGKey(seed), json_out
+        mjcf, steps, wrt, body, target, sigma, samples, key, json_out, devices
     )
     if json_out:
         print_json(
@@ -255,6 +264,7 @@ def _diagnose_mjcf(mjcf, steps, wrt, body, target, sigma, samples, seed, json_ou
                 "evaluations": dict(d.evaluations),
                 "loss": loss,
                 "grad": grad,
+                "devices": num_devices,
             }
         )
         return

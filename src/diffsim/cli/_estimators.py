@@ -15,6 +15,7 @@ from ..estimators import BASE_QUANTITIES, ESTIMATORS, Estimator, make_estimator
 from ..systems import SYSTEMS as SYSTEM_REGISTRY
 from ..systems import Study, wall_study
 from ._common import (
+    DEVICES_HELP,
     CLIError,
     app,
     check_seed,
@@ -24,6 +25,7 @@ from ._common import (
     print_json,
     progress_bar,
     require_finite_answer,
+    use_devices,
     used,
 )
 from ._limits import (
@@ -118,8 +120,11 @@ def _settings(estimator: str, sigma: float | None, samples: int) -> dict[str, fl
     }
 
 
-def _build(estimator: str, sigma: float | None, samples: int) -> Estimator:
-    return make_estimator(estimator, **_settings(estimator, sigma, samples))
+def _build(estimator: str, sigma: float | None, samples: int, devices: Any) -> Estimator:
+    options: dict[str, Any] = dict(_settings(estimator, sigma, samples))
+    if ESTIMATORS[estimator].sharded:
+        options["devices"] = devices
+    return make_estimator(estimator, **options)
 
 
 def _scalar(value: Any) -> float | int:
@@ -140,15 +145,17 @@ def estimate(
     ),
     samples: int = typer.Option(64, "--samples", "-n", help="Samples N (>= 2)."),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
+    devices: int | None = typer.Option(None, "--devices", help=DEVICES_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """One gradient estimate of the wall loss (x − 10)² at v0, with its standard error,
     the simulator evaluations it used and whatever else the estimator reports (AoBG: α, ε
     and B); σ and N are used by the estimators that take them."""
+    devices, num_devices = use_devices(devices)  # first: before JAX starts its backend
     v0, sigma = _check_common(system, estimator, v0, sigma, samples, seed)
     nbytes, secs, what = _call_cost(estimator, samples)
     seconds = check_cost(what or f"--estimator {estimator}", nbytes, secs)
-    est = _build(estimator, sigma, samples)
+    est = _build(estimator, sigma, samples, devices)
     with progress_bar(f"estimate ({estimator})", 1, seconds, json_out) as advance:
         r = est(_study(system).loss, dtype()(v0), jax.random.PRNGKey(seed))
         jax.block_until_ready(r)
@@ -159,6 +166,7 @@ def estimate(
     out.update({_CLI_OPTIONS[n]: v for n, v in _settings(estimator, sigma, samples).items()})
     out.update(report)
     out["dtype"] = precision_name()
+    out["devices"] = num_devices if ESTIMATORS[estimator].sharded else 1
     given = f" --sigma {sigma:g}" if sigma is not None else ""
     inputs = f"--v0 {v0:g} --estimator {estimator}{given} --samples {samples}"
     require_finite_answer(out, ("estimate", "std_error"), inputs)
@@ -193,9 +201,11 @@ def optimize_cmd(
     steps: int = typer.Option(wall_study.STEPS, "--steps", help="Iterations (>= 1)."),
     lr: float = typer.Option(wall_study.LR, "--lr", help="Adam learning rate (> 0)."),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
+    devices: int | None = typer.Option(None, "--devices", help=DEVICES_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Gradient descent on v0 with the chosen estimator (Adam; σ annealed), from v0."""
+    devices, num_devices = use_devices(devices)  # first: before JAX starts its backend
     v0, sigma = _check_common(system, estimator, v0, sigma, samples, seed)
     if steps < 1:
         raise CLIError(f"steps must be an integer >= 1, got {steps}")
@@ -210,7 +220,7 @@ def optimize_cmd(
         nbytes + steps * OPTIMIZE_BYTES_PER_STEP,
         steps * (secs + OPTIMIZE_S_PER_STEP),
     )
-    est = _build(estimator, sigma, samples)
+    est = _build(estimator, sigma, samples, devices)
     study = _study(system)
     with progress_bar("optimize", steps, seconds, json_out) as advance:
         r = study.optimize(
@@ -241,6 +251,7 @@ def optimize_cmd(
         "success": bool(abs(x_final - study.target) <= study.tolerance),
         "iterations": steps,
         "dtype": precision_name(),
+        "devices": num_devices if ESTIMATORS[estimator].sharded else 1,
         "evaluations": int(r.evaluations),
         "history": {
             "v0": np.asarray(hist.theta, float).tolist(),

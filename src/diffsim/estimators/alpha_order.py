@@ -134,6 +134,7 @@ class AlphaOrder(SmoothingEstimator):
 
     label = "AoBG (alpha order)"
     short_label = "AoBG"
+    sharded = True
     summary = "α·FoBG + (1 − α)·ZoBG, α chosen per call from the sample variances"
     options = (
         SIGMA,

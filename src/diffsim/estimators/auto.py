@@ -289,6 +289,7 @@ class Auto(SmoothingEstimator):
 
     label = "auto (exact where trusted, else mixed)"
     short_label = "auto"
+    sharded = True
     summary = (
         "exact gradient where the smoothed loss vouches for it, else the unbiased or "
         "minimum-variance mix; σ relative to θ, widened on plateaus"

@@ -274,6 +274,8 @@ class Estimator(eqx.Module):
     * ``randomized``: it uses the PRNG key; ``smoothing``: it estimates the gradient of the
       Gaussian-smoothed loss and has a σ (:class:`SmoothingEstimator`);
     * ``diagnostic``: a check to compare with, not a gradient to descend with;
+    * ``sharded``: it takes ``devices=`` and splits its samples over them
+      (:func:`diffsim.device_mesh`);
     * ``reports``: the quantities beyond :data:`BASE_QUANTITIES` its result reports.
     """
 
@@ -284,6 +286,7 @@ class Estimator(eqx.Module):
     randomized: ClassVar[bool] = False
     smoothing: ClassVar[bool] = False
     diagnostic: ClassVar[bool] = False
+    sharded: ClassVar[bool] = False
     reports: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod

@@ -85,6 +85,7 @@ class FirstOrder(SmoothingEstimator):
 
     label = "FoBG (first order)"
     short_label = "FoBG"
+    sharded = True
     summary = "average of exact gradients at perturbed θ: low variance, blind to jumps"
     options = (SIGMA, NUM_SAMPLES)
 

@@ -105,6 +105,7 @@ class ZerothOrder(SmoothingEstimator):
 
     label = "ZoBG (zeroth order)"
     short_label = "ZoBG"
+    sharded = True
     summary = "score-function estimate from loss values only: unbiased across jumps"
     options = (SIGMA, NUM_SAMPLES, ANTITHETIC)
 

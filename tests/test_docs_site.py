@@ -45,11 +45,6 @@ WITHOUT_EXAMPLE: frozenset[str] = frozenset(
     {
         "diffsim.Diagnosis",
         "diffsim.GradCheck",
-        "diffsim.OptimizeHistory",
-        "diffsim.OptimizeResult",
-        "diffsim.Schedule",
-        "diffsim.checkpoint_segments",
-        "diffsim.cosine_anneal",
         "diffsim.doctor.Case",
         "diffsim.doctor.Check",
         "diffsim.doctor.Diagnosis",

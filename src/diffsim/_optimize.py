@@ -31,6 +31,15 @@ class OptimizeHistory(eqx.Module):
         sigma: σ_k used by the estimator (its largest component when σ is per component;
             NaN for estimators without σ).
         temperature: the smoothing temperature τ_k passed to the loss (NaN if none).
+
+    Examples:
+        >>> import jax, jax.numpy as jnp, optax
+        >>> from diffsim import optimize
+        >>> from diffsim.estimators import Exact
+        >>> r = optimize(lambda t: (t - 3.0) ** 2, jnp.asarray(0.0), Exact(), steps=50,
+        ...              key=jax.random.PRNGKey(0), optimizer=optax.sgd(0.1))
+        >>> r.history.theta.shape, r.history.loss.shape, float(r.history.loss[0])
+        ((50,), (50,), 9.0)
     """
 
     theta: PyTree[Array]
@@ -49,6 +58,15 @@ class OptimizeResult(eqx.Module):
         loss: L(θ_K).
         evaluations: total simulator evaluations used by the estimator.
         history: the :class:`OptimizeHistory` of all K steps.
+
+    Examples:
+        >>> import jax, jax.numpy as jnp, optax
+        >>> from diffsim import optimize
+        >>> from diffsim.estimators import Exact
+        >>> r = optimize(lambda t: (t - 3.0) ** 2, jnp.asarray(0.0), Exact(), steps=200,
+        ...              key=jax.random.PRNGKey(0), optimizer=optax.sgd(0.1))
+        >>> round(float(r.theta), 4), round(float(r.loss), 8), int(r.evaluations)
+        (3.0, 0.0, 200)
     """
 
     theta: PyTree[Array]
@@ -290,6 +308,12 @@ def cosine_anneal(start: float, end: float, num_steps: int, fraction: float = 1.
     Raises:
         ValueError: ``start`` or ``end`` not finite and > 0, ``num_steps < 1``, or
             ``fraction`` outside (0, 1].
+
+    Examples:
+        >>> from diffsim import Schedule, cosine_anneal
+        >>> sigma: Schedule = cosine_anneal(0.7, 0.02, 100, fraction=0.5)
+        >>> [round(float(sigma(k)), 3) for k in (0, 25, 50, 99)]
+        [0.7, 0.36, 0.02, 0.02]
     """
     check_positive("start", start)
     check_positive("end", end)

@@ -32,6 +32,13 @@ def checkpoint_segments(num_steps: int, checkpoint: Checkpoint) -> tuple[int, ..
     ``"recursive"`` -> about ``log2 T`` levels of 2-8 steps each (memory O(log T) segments,
     ~log T extra forward passes): the binomial-style schedule for very long horizons.
     A sequence ``(k1, k2, ...)`` gives the levels explicitly.
+
+    Examples:
+        >>> from diffsim import checkpoint_segments
+        >>> checkpoint_segments(10_000, None), checkpoint_segments(10_000, "sqrt")
+        ((), (100,))
+        >>> checkpoint_segments(10_000, 50), checkpoint_segments(10_000, [10, 10])
+        ((50,), (10, 10))
     """
     if checkpoint is None:
         return ()

@@ -113,7 +113,23 @@ def main(mode: str) -> dict:
     v1, g1 = run(y0)
     sharded = diffsim.shard_batch(y0)
     v4, g4 = run(sharded)
+    # value_and_grad over a batch of 30 systems (padded to 32 on 4 devices), both modes
+    y30 = jnp.linspace(0.5, 2.0, 30)
+    vag = {
+        mode: [
+            diffsim.value_and_grad(final_y, y30, batched=True, mode=mode, devices=d)
+            for d in (1, None)
+        ]
+        for mode in ("forward", "reverse")
+    }
     out["rollout"] = {
+        "vag_max_diff": max(
+            float(np.max(np.abs(np.asarray(a.value) - np.asarray(b.value))))
+            + float(np.max(np.abs(np.asarray(a.grad) - np.asarray(b.grad))))
+            for a, b in vag.values()
+        ),
+        "vag_scale": float(np.max(np.abs(np.asarray(vag["reverse"][0].value)))),
+        "vag_devices": len(vag["reverse"][1].grad.sharding.device_set),
         "equal": bool(np.array_equal(v1, v4) and np.array_equal(g1, g4)),
         "input_devices": len(sharded.sharding.device_set),
         "output_devices": len(v4.sharding.device_set),

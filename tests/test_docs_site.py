@@ -91,7 +91,6 @@ WITHOUT_EXAMPLE: frozenset[str] = frozenset(
         "diffsim.estimators.bernstein_radius",
         "diffsim.estimators.choose_alpha",
         "diffsim.estimators.describe_choice",
-        "diffsim.initialize_distributed",
         "diffsim.plots.DEFAULT_DIR",
         "diffsim.plots.FIGURES",
         "diffsim.plots.bounce_figure",

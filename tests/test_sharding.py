@@ -5,11 +5,12 @@ tests/sharding_worker.py in a subprocess with ``--xla_force_host_platform_device
 CPU devices and compares the numbers it prints:
 
 * one device against four (and three: 30 samples do not divide evenly, the rows are
-  padded) for the same key. The per-sample values are identical; the sums over them may be
-  fused differently by XLA, so the estimates agree to float32 rounding of a 30-term mean:
-  within 1e-6 × the per-sample spread (s·√N) — measured 1e-7 — and the doctor's verdict,
-  flags and sample count are equal;
-* a batched rollout split by ``shard_batch`` is a pure map: bit-identical;
+  padded) for the same key. The draws are identical; XLA compiles a device's share of the
+  rows (and the sums over them) into differently vectorised loops, so the estimates agree
+  to float32 rounding: within 1e-6 × the per-sample spread (s·√N) — measured 1e-7 — and
+  the doctor's verdict, flags and sample count are equal;
+* a batched rollout split by ``shard_batch`` (64 balls, 16 per device) is bit-identical;
+  ``value_and_grad(batched=True)`` over 30 systems is within 1 ulp;
 * two processes (``jax.distributed``, gloo over TCP) with two devices each give the
   single-process four-device estimate.
 """
@@ -91,10 +92,13 @@ def test_sharded_doctor_and_optimize_agree(four_devices):
     assert o["one"]["theta"] > 9.4  # it crossed the cliff: a real optimisation, not a no-op
 
 
-def test_shard_batch_rollout_is_bit_identical(four_devices):
+def test_sharded_batched_rollouts_equal_the_one_device_ones(four_devices):
     r = four_devices["rollout"]
     assert r["equal"] and r["max_abs_diff"] == 0.0
     assert r["input_devices"] == 4 and r["output_devices"] == 4
+    # diffsim.value_and_grad(batched=True) over 30 systems, 8 per device (padded): XLA
+    # vectorises 8 rows differently from 30 (measured: 1 ulp, 3e-7, in some values)
+    assert r["vag_max_diff"] <= 1e-6 * r["vag_scale"] and r["vag_devices"] == 4
 
 
 def test_devices_argument_errors_name_the_argument():

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from ._checks import as_arrays, check_int
+from ._sharding import device_count, device_mesh, on_devices, sample_map
 from ._types import Params
 
 Mode = Literal["auto", "forward", "reverse"]
@@ -102,6 +103,7 @@ def value_and_grad(
     *args: Any,
     mode: Mode = "auto",
     batched: bool = False,
+    devices: Any = None,
 ) -> Gradient:
     r"""The value and gradient of a scalar loss ``fun(theta, *args)``, in the cheaper mode.
 
@@ -128,6 +130,12 @@ def value_and_grad(
             :data:`FORWARD_MIN_RESIDUAL_BYTES` of residuals, else reverse), ``"forward"`` or
             ``"reverse"``.
         batched: ``theta`` and ``args`` carry a leading axis of independent systems.
+        devices: with ``batched=True``, the devices the systems are split over: ``None``
+            (every device JAX sees, when there are several), a count, devices or a
+            ``jax.sharding.Mesh`` (:func:`diffsim.device_mesh`); each device computes its
+            share of the systems (the residuals the mode rule weighs are per device), and
+            the results, the one-device results to the last bit, are gathered onto every
+            device. Ignored for one system.
 
     Returns:
         :class:`Gradient` ``(value, grad, mode, reason)``.
@@ -169,9 +177,11 @@ def value_and_grad(
         per_system = sum(int(jnp.size(leaf)) // jnp.shape(leaf)[0] for leaf in leaves)
     else:
         per_system = sum(int(jnp.size(leaf)) for leaf in leaves)
+    mesh = device_mesh(devices) if batched else None
     value, grad, forward, residual_bytes = _value_and_grad_jit(
-        theta, args, loss_fn=fun, mode=mode, batched=bool(batched), num_params=per_system
-    )
+        theta, args, loss_fn=fun, mode=mode, batched=bool(batched), num_params=per_system,
+        mesh=mesh,
+    )  # fmt: skip
     chosen = "forward" if bool(forward) else "reverse"
     _, reason = choose_mode(per_system, float(residual_bytes), mode)
     return Gradient(value, grad, chosen, reason)
@@ -190,14 +200,19 @@ def _residual_bytes(fun, theta, args, batched) -> int:
 
 
 # (not ``fun``: older JAX's jit wrapper takes a parameter of that name)
-@functools.partial(jax.jit, static_argnames=("loss_fn", "mode", "batched", "num_params"))
-def _value_and_grad_jit(theta, args, loss_fn, mode, batched, num_params):
+@functools.partial(jax.jit, static_argnames=("loss_fn", "mode", "batched", "num_params", "mesh"))
+def _value_and_grad_jit(theta, args, loss_fn, mode, batched, num_params, mesh=None):
     fun = loss_fn
     # the mode is chosen while tracing: once per compilation, from abstract shapes only
-    residual_bytes = _residual_bytes(fun, theta, args, batched)
+    # (the residuals one device stores: its share of the systems)
+    residual_bytes = _residual_bytes(fun, theta, args, batched) // device_count(mesh)
     chosen, _ = choose_mode(num_params, residual_bytes, mode)
     if batched:
-        value, grad = jax.vmap(lambda t, a: _one(fun, t, a, chosen))(theta, args)
+
+        def systems(theta, args):
+            return sample_map(lambda ta: _one(fun, ta[0], ta[1], chosen), (theta, args), mesh)
+
+        value, grad = on_devices(mesh, systems, theta, args)
     else:
         value, grad = _one(fun, theta, args, chosen)
     return value, grad, jnp.asarray(chosen == "forward"), jnp.asarray(residual_bytes, float)

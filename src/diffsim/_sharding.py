@@ -7,13 +7,14 @@ evaluates its share of the samples, the per-sample results are gathered onto eve
 and the reductions and decisions that follow run on every device on the same values. A
 batched rollout is split by its batch axis (:func:`shard_batch`).
 
-Every per-sample value equals the one-device value bit for bit (the draws do not depend on
-the sharding, and each sample is evaluated by the same code); the sums over the samples
-are the same sums, but XLA may fuse them differently into the surrounding program, so a
-sharded estimate equals the one-device estimate for the same key to float rounding of
-those sums — within 1e-6 of the per-sample spread (measured: 1e-7; checked in
-tests/test_sharding.py) — not always bit for bit. A batched rollout, a pure map, is
-bit-identical.
+The random draws do not depend on the sharding, and each sample is evaluated by the same
+code; but XLA compiles a device's share of the rows — and the sums over them — into loops
+vectorised for that share's size, so values can differ in the last bit (measured: 1 ulp in
+some of 30 float32 rollouts split 8 per device; bit-identical for 64 split 16 per device).
+A sharded estimate therefore equals the one-device estimate for the same key to float
+rounding — within 1e-6 of the per-sample spread (measured: 1e-7; checked in
+tests/test_sharding.py) — not always bit for bit; decisions made from the samples (auto's
+choice, α, the doctor's flags) come out the same.
 
 ``devices`` is accepted by the estimators, :func:`~diffsim.diagnose`,
 :func:`~diffsim.diagnose_rollout` and :func:`shard_batch`:
@@ -175,7 +176,8 @@ def sample_map(f: Callable[..., Any], points: Any, mesh: Mesh | None) -> Any:
     """``jax.vmap(f)(points)``, its samples (leading) axis split over ``mesh`` when called
     inside :func:`on_devices`: device k evaluates rows [k·c, (k+1)·c) with c = ⌈N / D⌉ (the
     rows padded with copies of the first, whose results are dropped) and the results are
-    gathered onto every device. Each row's value is the one-device ``vmap``'s."""
+    gathered onto every device. Each row's value is the one-device ``vmap``'s, up to how XLA
+    vectorises a loop over c rows instead of N (the last bit; see the module docstring)."""
     if mesh is None:
         return jax.vmap(f)(points)
     n = jax.tree_util.tree_leaves(points)[0].shape[0]
@@ -244,6 +246,19 @@ def initialize_distributed(**kwargs: Any) -> bool:
 
     Returns ``False`` (and does nothing) when no coordinator is configured and JAX detects
     no cluster, ``True`` once joined. Every process must run the same program.
+
+    Example:
+        >>> import diffsim
+        >>> diffsim.initialize_distributed()  # no coordinator here: one process, a no-op
+        False
+
+    A two-process launch on one machine (each with two CPU devices), then every estimator
+    splits its samples over all four devices::
+
+        JAX_COORDINATOR_ADDRESS=127.0.0.1:12355 JAX_NUM_PROCESSES=2 JAX_PROCESS_ID=0 \
+            XLA_FLAGS=--xla_force_host_platform_device_count=2 python my_script.py &
+        JAX_COORDINATOR_ADDRESS=127.0.0.1:12355 JAX_NUM_PROCESSES=2 JAX_PROCESS_ID=1 \
+            XLA_FLAGS=--xla_force_host_platform_device_count=2 python my_script.py
     """
     args: dict[str, Any] = {}
     if address := os.environ.get("JAX_COORDINATOR_ADDRESS"):

@@ -123,7 +123,7 @@ class AlphaOrder(SmoothingEstimator):
         antithetic: antithetic ZoBG samples (static; N even, >= 4).
         devices: where the samples run (static): ``None`` (every device when there are
             several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
-            estimate is the same bit for bit.
+            estimate is the one-device estimate to float rounding (same key).
 
     Raises:
         ValueError: a non-positive or non-finite σ, γ, R; δ outside (0, 1); N < 2.

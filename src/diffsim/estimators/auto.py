@@ -269,7 +269,7 @@ class Auto(SmoothingEstimator):
         stiffness_ratio, stiffness_kurtosis: the heavy-tail test (as the doctor's).
         devices: where the samples run (static): ``None`` (every device when there are
             several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
-            estimate is the same bit for bit.
+            estimate is the one-device estimate to float rounding (same key).
 
     The estimate reports ``choice`` (its code; :data:`CHOICES`, :data:`REASONS`, and
     :func:`describe_choice` in words), ``sigma_used``, ``widenings``, ``z_gap``, ``alpha``,

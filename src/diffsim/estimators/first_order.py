@@ -77,7 +77,7 @@ class FirstOrder(SmoothingEstimator):
         num_samples: N, gradient evaluations (>= 2).
         devices: where the samples run (static): ``None`` (every device when there are
             several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
-            estimate is the same bit for bit.
+            estimate is the one-device estimate to float rounding (same key).
 
     Raises:
         ValueError: σ <= 0 or not finite; ``num_samples < 2``.

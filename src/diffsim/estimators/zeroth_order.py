@@ -97,7 +97,7 @@ class ZerothOrder(SmoothingEstimator):
         antithetic: use antithetic pairs (static).
         devices: where the samples run (static): ``None`` (every device when there are
             several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
-            estimate is the same bit for bit.
+            estimate is the one-device estimate to float rounding (same key).
 
     Raises:
         ValueError: σ <= 0 or not finite; ``num_samples`` too small or odd when antithetic.

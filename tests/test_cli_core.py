@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -19,6 +21,14 @@ runner = cli_runner()
 def test_help_and_version():
     out = runner.invoke(app, ["--help"])
     assert out.exit_code == 0 and "jacobian" in out.output
+    # the help points into the documentation site, at pages that exist
+    text = " ".join(out.output.split())
+    assert "bash scripts/docs serve" in text and "http://127.0.0.1:8000/cli/" in text
+    root = pathlib.Path(__file__).resolve().parent.parent
+    pages = re.findall(r"docs/[\w/.-]+\.md", text)
+    assert len(pages) >= 2, text
+    for page in pages:
+        assert (root / page).is_file(), page
     out = runner.invoke(app, ["--version"])
     assert out.exit_code == 0 and diffsim.__version__ in out.output
 

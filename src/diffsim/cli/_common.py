@@ -132,6 +132,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
     cls=_OneLineErrors,
+    epilog=(
+        "Documentation: the site's sources are docs/ in the repository (docs/index.md; "
+        "commands: docs/cli.md); bash scripts/docs serve shows it at http://127.0.0.1:8000/ "
+        "(this CLI: http://127.0.0.1:8000/cli/)."
+    ),
 )
 
 

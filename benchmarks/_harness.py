@@ -373,9 +373,11 @@ def versions() -> dict:
     except OSError:
         pass
     out["cores"] = os.cpu_count()
+    # diffsim's distribution is diffsim-jax (PyPI's "diffsim" is another package)
+    dists = {"diffsim": "diffsim-jax"}
     for pkg in ("diffsim", "jax", "jaxlib", "numpy", "warp-lang", "taichi", "torch"):
         try:
-            out[pkg] = md.version(pkg)
+            out[pkg] = md.version(dists.get(pkg, pkg))
         except md.PackageNotFoundError:
             out[pkg] = None
     return out

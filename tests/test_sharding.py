@@ -200,3 +200,20 @@ def test_cli_devices_beyond_the_started_backend_is_a_clear_error():
     assert r.exit_code == 2 and "--devices must be an integer >= 1" in r.output
     r = cli_runner().invoke(app, ["estimate", "--devices", "1", "--samples", "8", "--json"])
     assert r.exit_code == 0 and json.loads(r.output.strip().splitlines()[-1])["devices"] == 1
+
+
+@pytest.mark.slow
+def test_cli_bench_devices_runs_the_scaling_benchmark_on_1_and_n_devices():
+    p = subprocess.run(
+        [sys.executable, "-m", "diffsim", "bench", "--devices", "2", "--quick", "--json"],
+        env=_env(1),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-4000:]
+    out = json.loads(p.stdout)
+    assert out["settings"]["devices"] == [1, 2]
+    assert [c["devices"] for c in out["children"]] == [1, 2]
+    assert out["versions"]["diffsim"] == diffsim.__version__

@@ -31,7 +31,18 @@ go to :func:`~diffsim.diagnose`: ``sigma``, ``num_samples``, ...)."""
 class Case:
     """A battery case: ``run(key)`` diagnoses it; ``expected`` are the right flags and
     ``verdict`` the right verdict (``None``: ``"untrusted"`` when flags are expected, else
-    ``"trusted"``)."""
+    ``"trusted"``).
+
+    Example:
+        >>> import jax
+        >>> from diffsim.doctor import cases
+        >>> case = cases()[1]
+        >>> case.name, sorted(case.expected), case.expected_verdict
+        ('wall, on the plateau (v0 = 8)', ['plateau'], 'untrusted')
+        >>> d = case.run(jax.random.PRNGKey(1))
+        >>> d.flag_names, d.verdict
+        (('plateau',), 'untrusted')
+    """
 
     name: str
     expected: frozenset[str]
@@ -54,7 +65,18 @@ class Case:
 def check_problem(problem: Problem) -> Check:
     """The doctor's check of a registered system's problem: :func:`diagnose` of a
     :class:`~diffsim.systems.LossProblem`, :func:`diagnose_rollout` of a
-    :class:`~diffsim.systems.RolloutProblem`."""
+    :class:`~diffsim.systems.RolloutProblem`.
+
+    Example:
+        >>> import jax
+        >>> from diffsim.doctor import Check, check_problem
+        >>> from diffsim.systems import SYSTEMS
+        >>> check: Check = check_problem(SYSTEMS["wall"].build(v0=9.5))  # just past the cliff
+        >>> check(jax.random.PRNGKey(0)).flag_names
+        ('jump',)
+        >>> check(jax.random.PRNGKey(0), sigma=0.02).flag_names  # the cliff is 5σ away
+        ()
+    """
     if isinstance(problem, LossProblem):
         p = problem
         return lambda key, **options: diagnose(p.loss, p.theta, key, **options)
@@ -68,7 +90,19 @@ def check_problem(problem: Problem) -> Check:
 class Preset:
     """A registered system for the doctor: ``build(**settings)`` returns a :data:`Check`;
     ``settings`` names the ones it takes (a ``steps`` of 0 or ``None`` means the system's
-    own horizon). Made from :data:`diffsim.systems.SYSTEMS`, never written here."""
+    own horizon). Made from :data:`diffsim.systems.SYSTEMS`, never written here.
+
+    Example:
+        >>> import jax
+        >>> from diffsim.doctor import PRESETS, Preset
+        >>> list(PRESETS)[:4]  # one per registered system, as ``diffsim diagnose --system``
+        ['wall', 'bounce', 'stiff', 'double-pendulum']
+        >>> preset = PRESETS["wall"]
+        >>> isinstance(preset, Preset), preset.settings
+        (True, ('v0',))
+        >>> preset.build(v0=8.0)(jax.random.PRNGKey(0)).flag_names  # on the plateau
+        ('plateau',)
+    """
 
     name: str
     settings: tuple[str, ...]
@@ -159,7 +193,16 @@ def _sqrt_trap(theta):
 
 
 def cases() -> list[Case]:
-    """The battery: contact cases with known pathologies and smooth controls."""
+    """The battery: contact cases with known pathologies and smooth controls.
+
+    Example:
+        >>> from diffsim.doctor import FLAGS, cases
+        >>> battery = cases()
+        >>> len(battery), sum(not case.expected for case in battery)  # cases, smooth controls
+        (22, 11)
+        >>> sorted({f for case in battery for f in case.expected}) == sorted(FLAGS)
+        True
+    """
     vs, vc = pw.plateau_bounds()
     return [
         Case("wall, short of the wall (v0 = 5)", frozenset(),
@@ -234,7 +277,17 @@ def _dead_zone(t):
 
 
 def held_out_cases() -> list[Case]:
-    """Cases written down after the thresholds were fixed and never used to tune them."""
+    """Cases written down after the thresholds were fixed and never used to tune them.
+
+    Example:
+        >>> import jax
+        >>> from diffsim.doctor import held_out_cases
+        >>> held = held_out_cases()
+        >>> len(held), held[-2].name
+        (12, 'held-out: Heaviside, θ = 2, σ = 0.1')
+        >>> held[-2].run(jax.random.PRNGKey(0)).verdict  # the step is 20σ away
+        'trusted'
+    """
     return [
         Case("held-out: wall, short of the wall (v0 = 7)", frozenset(),
              "a kink (not a jump) 1.9σ away; the slope is real", _wall(7.0)),
@@ -272,6 +325,20 @@ def run_battery(seed: int = 0, *, which: str = "calibration") -> list[dict]:
         seed: base PRNG seed (case i uses ``seed + i``).
         which: ``"calibration"`` (the battery the thresholds were developed on),
             ``"held_out"`` (cases added after the thresholds were fixed) or ``"all"``.
+
+    Raises:
+        ValueError: an unknown ``which``.
+
+    Example:
+        The whole battery takes 20 to 40 s on a CPU (``diffsim diagnose --battery`` prints
+        it, ``tests/test_diagnose.py`` checks it); a row is what :func:`battery_table`
+        renders. The choice of cases is checked before any work:
+
+        >>> from diffsim.doctor import run_battery
+        >>> run_battery(which="everything")
+        Traceback (most recent call last):
+        ...
+        ValueError: which must be 'calibration', 'held_out' or 'all', got 'everything'
     """
     chosen = {
         "calibration": cases,
@@ -307,7 +374,22 @@ def run_battery(seed: int = 0, *, which: str = "calibration") -> list[dict]:
 
 
 def battery_table(rows: list[dict]) -> str:
-    """The battery as a markdown table, with totals of false alarms and misses."""
+    """The battery as a markdown table, with totals of false alarms and misses.
+
+    Example:
+        >>> from diffsim.doctor import battery_table
+        >>> row = {"case": "wall (v0 = 8)", "expected": ["plateau"], "flags": ["plateau"],
+        ...        "verdict": "untrusted", "expected_verdict": "untrusted",
+        ...        "wrong_verdict": False, "undecided": [], "samples_to_decide": None,
+        ...        "samples": 128, "max_samples": 2048, "false_alarms": [], "misses": []}
+        >>> print(battery_table([row]))  # doctest: +NORMALIZE_WHITESPACE
+        | case | expected flags | doctor's flags | verdict (expected) | samples used
+        | false alarms | misses |
+        |---|---|---|---|---|---|---|
+        | wall (v0 = 8) | plateau | plateau | untrusted | 128 of 2048 | 0 | 0 |
+        <BLANKLINE>
+        1 cases: 0 false alarms, 0 misses, 0 wrong verdicts.
+    """
     lines = [
         "| case | expected flags | doctor's flags | verdict (expected) | samples used "
         "| false alarms | misses |",

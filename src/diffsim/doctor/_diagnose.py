@@ -86,6 +86,19 @@ class GradCheck:
         passed: per-component verdict, ``abs_error <= atol + rtol·|autodiff|`` (d,).
         ok: all components passed.
         evaluations: loss evaluations (2·m·d) and gradient evaluations (1).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.doctor import GradCheck, check_grad
+        >>> gc = check_grad(lambda t: jnp.sum(jnp.sin(t)), jnp.array([0.0, 1.0]))
+        >>> isinstance(gc, GradCheck), gc.ok, gc.evaluations  # 5 steps, 2 components
+        (True, True, {'loss': 20, 'grad': 1})
+        >>> [round(float(g), 3) for g in gc.autodiff]  # cos θ
+        [1.0, 0.54]
+        >>> wrong = lambda t: t**2 + jax.lax.stop_gradient(t)  # a gradient missing a term
+        >>> bad = check_grad(wrong, jnp.asarray(0.5))
+        >>> bad.ok, float(bad.autodiff[0]), round(float(bad.finite_differences[0, 0]), 3)
+        (False, 1.0, 2.0)
     """
 
     autodiff: np.ndarray
@@ -217,6 +230,22 @@ class Diagnosis:
             inconclusive verdict's evidence).
         samples_to_decide: the samples that would decide them if the effect they measure is
             real (``None`` when nothing is undecided).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.doctor import VERDICTS, diagnose
+        >>> VERDICTS
+        ('trusted', 'untrusted', 'inconclusive')
+        >>> d = diagnose(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(0))
+        >>> d.verdict in VERDICTS, d.exact_gradient_trusted, d.flags, d.samples_to_decide
+        (True, True, (), None)
+        >>> print(d)
+        verdict: trusted
+          no flags: the exact gradient agrees with every check
+        recommendation: use the exact gradient (autodiff): it is trustworthy here
+        cost: 157 loss + 129 gradient evaluations (128 of at most 2048 samples)
+        >>> d.to_dict()["evaluations"]
+        {'loss': 157, 'grad': 129, 'samples': 128, 'max_samples': 2048}
     """
 
     verdict: Verdict
@@ -277,7 +306,15 @@ class Diagnosis:
 
 
 def cost_text(evaluations: dict[str, int]) -> str:
-    """``"N loss + M gradient evaluations (n of at most b samples)"``."""
+    """``"N loss + M gradient evaluations (n of at most b samples)"``.
+
+    Example:
+        >>> from diffsim.doctor import cost_text
+        >>> cost_text({"loss": 20, "grad": 1})  # a check_grad
+        '20 loss + 1 gradient evaluations'
+        >>> cost_text({"loss": 157, "grad": 129, "samples": 128, "max_samples": 2048})
+        '157 loss + 129 gradient evaluations (128 of at most 2048 samples)'
+    """
     ev = evaluations
     text = f"{ev['loss']} loss + {ev['grad']} gradient evaluations"
     if "samples" in ev and "max_samples" in ev:

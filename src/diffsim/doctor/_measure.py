@@ -43,6 +43,25 @@ class Horizon:
         rate: λ per step, the slope of :math:`\log‖∂s_t/∂s_0‖` over the second half.
         max_step: a, the largest single-step amplification :math:`\max_t ‖A_t‖_2`.
         concentration: c = log a / log G, the share of the growth one step explains.
+
+    Example:
+        :func:`~diffsim.diagnose_rollout` measures it; the rules read it from
+        :attr:`Measurements.horizon`. Growth spread over many steps is chaos, growth that
+        one step explains is stiffness:
+
+        >>> import dataclasses, math, jax, jax.numpy as jnp
+        >>> from diffsim.doctor import RULES, Horizon, Thresholds, measure
+        >>> m = measure(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(0))
+        >>> th = Thresholds(4.0, 20.0, 10.0, chaos_growth=100.0, concentration_limit=0.5)
+        >>> def flags(h):  # the flags these measurements raise with the horizon h
+        ...     mh = dataclasses.replace(m, horizon=h)
+        ...     return [f.name for f in (rule.test(mh, th) for rule in RULES) if f is not None]
+        >>> spread = Horizon([100, 200, 400, 800], [2.0, 8.0, 1e2, 2e4], growth=1e4, rate=0.012,
+        ...                  max_step=1.05, concentration=math.log(1.05) / math.log(1e4))
+        >>> flags(spread)  # 10⁴-fold, no single step amplifies by more than 1.05
+        ['chaos']
+        >>> flags(dataclasses.replace(spread, max_step=1e3, concentration=0.75))
+        ['stiffness']
     """
 
     horizons: list[int]
@@ -76,6 +95,21 @@ class Measurements:
     (m−1, k)). Flatness: the largest loss change at δ ≈ σ/10 against the median change at
     σ. ``num_samples``: N, the FoBG samples (and ZoBG loss evaluations) these statistics
     rest on. ``horizon``: set for a rollout.
+
+    Example:
+        A step 0.5σ away: the exact gradient is 0 and the loss flat at θ, yet the smoothed
+        gradient is far from 0 — what the ``plateau`` rule reads:
+
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.doctor import Measurements, measure
+        >>> step = lambda t: jnp.where(t >= 0.0, 1.0, 0.0)
+        >>> m = measure(step, jnp.asarray(0.05), jax.random.PRNGKey(0), sigma=0.1)
+        >>> isinstance(m, Measurements), m.num_samples, m.grad_norm, m.local_change
+        (True, 256, 0.0, 0.0)
+        >>> m.z_smoothed_nonzero > 4, m.all_finite, m.horizon is None
+        (True, True, True)
+        >>> list(m.as_dict())[:4]
+        ['sigma', 'sigma_form', 'sigma_components', 'num_samples']
     """
 
     sigma: float
@@ -295,6 +329,13 @@ def default_sigma(x: Any) -> Relative:
     cannot dwarf a small parameter (a floor tied to ‖θ‖∞ would give the damping beside a
     stiffness of 10⁴ a σ of several units). For one number θ ≠ 0 this is 0.05·|θ|, the
     former default for |θ| >= 1; for an all-zero θ, 0.05 (the former default).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.doctor import default_sigma
+        >>> x = jnp.array([4.0, 0.2, 0.0])  # a stiffness, a damping, a parameter at 0
+        >>> [round(float(s), 4) for s in default_sigma(x).resolve(x)]
+        [0.2, 0.01, 0.01]
     """
     mags = np.abs(np.asarray(x, np.float64)).reshape(-1)
     nonzero = mags[mags > 0]
@@ -338,6 +379,21 @@ class Sampler:
     ``capacity``); ``measurements()`` reduces the N drawn so far to :class:`Measurements`.
     The buffers have the fixed shape of ``capacity``: the first call compiles, every later
     round (and every later θ of the same structure) reuses the program.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.doctor import Sampler
+        >>> s = Sampler(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(0),
+        ...             sigma=0.1, chunk=32, capacity=128)
+        >>> s.extend(32); s.num_samples
+        32
+        >>> s.extend(64); s.num_samples  # 32 fresh samples join the first 32
+        64
+        >>> m = s.measurements()
+        >>> m.num_samples, [round(float(g), 3) for g in m.zeroth_mean]  # exact on a bowl
+        (64, [2.0, -4.0])
+        >>> s.extend(1000); s.num_samples  # at most the capacity
+        128
     """
 
     def __init__(
@@ -524,6 +580,16 @@ def measure(
     (:func:`default_sigma`). N = ``num_samples`` FoBG samples and N/2 antithetic ZoBG pairs.
     Cost: ``1 + 2·k·m + N`` loss and ``1 + N`` gradient evaluations (N rounded down to
     even). :func:`~diffsim.diagnose` draws its samples in rounds through :class:`Sampler`.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.doctor import measure
+        >>> m = measure(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(0),
+        ...             sigma=0.1)
+        >>> m.num_samples, m.evaluations  # 1 + 2·2·7 + 256 losses, 1 + 256 gradients
+        (256, {'loss': 285, 'grad': 257})
+        >>> [round(float(g), 3) for g in m.grad], [round(float(g), 3) for g in m.zeroth_mean]
+        ([2.0, -4.0], [2.0, -4.0])
 
     Raises:
         ValueError: σ is not finite and > 0, below θ's resolution, or a pytree unlike θ;

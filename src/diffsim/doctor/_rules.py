@@ -23,7 +23,18 @@ from ._measure import Horizon, Measurements
 
 @dataclasses.dataclass(frozen=True)
 class Flag:
-    """One reason not to trust the exact gradient, with the numbers that raised it."""
+    """One reason not to trust the exact gradient, with the numbers that raised it.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.doctor import Flag, diagnose
+        >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0) + 0.1 * t
+        >>> flag = diagnose(step, jnp.asarray(0.02), jax.random.PRNGKey(0), sigma=0.1).flags[0]
+        >>> isinstance(flag, Flag), flag.name, flag.message.split(":")[0]
+        (True, 'jump', 'a discontinuity within σ')
+        >>> sorted(flag.evidence)
+        ['bias_gap', 'epsilon', 'fd_slope', 'z_beyond_tolerance', 'z_first_vs_zeroth']
+    """
 
     name: str
     message: str
@@ -50,6 +61,17 @@ class Thresholds:
         gap_tolerance: η, the share of the smoothed gradient's norm a first-/zeroth-order
             gap must exceed to matter: a gap smaller than η·‖ḡ⁰‖ does not change what the
             user should do, however many samples make it significant.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.doctor import RULES, Thresholds, measure
+        >>> th = Thresholds(z_threshold=4.0, stiffness_ratio=20.0, stiffness_kurtosis=10.0)
+        >>> th.z_clear, th.gap_tolerance, th.chaos_growth  # defaults; no rollout
+        (2.0, 0.1, None)
+        >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0) + 0.1 * t
+        >>> m = measure(step, jnp.asarray(0.02), jax.random.PRNGKey(0), sigma=0.1)
+        >>> [f.name for f in (rule.test(m, th) for rule in RULES) if f is not None]
+        ['jump']
     """
 
     z_threshold: float
@@ -80,7 +102,20 @@ class Rule:
     returns a :class:`Flag` (why, and the evidence) when the flag is not raised but its
     statistic lies between "clearly no" and "clearly yes", so that more samples could
     raise it (the sequential test then draws them); rules whose statistics do not depend
-    on the number of samples leave it at the default (never undecided)."""
+    on the number of samples leave it at the default (never undecided).
+
+    Example:
+        >>> from diffsim.doctor import FLAGS, RULES, Rule
+        >>> FLAGS  # the order flags are reported in
+        ('non_finite', 'plateau', 'jump', 'stiffness', 'chaos')
+        >>> all(isinstance(r, Rule) for r in RULES), tuple(r.name for r in RULES) == FLAGS
+        (True, True)
+        >>> [r.name for r in sorted(RULES, key=lambda r: r.urgency)]  # the order of the advice
+        ['non_finite', 'chaos', 'jump', 'plateau', 'stiffness']
+        >>> jump = RULES[FLAGS.index("jump")]
+        >>> jump.advise(frozenset({"jump"}), 0.1).split(":")[0]
+        'use the alpha-order estimator (or zeroth-order) with σ = 0.1'
+    """
 
     name: str
     test: Test

@@ -278,11 +278,11 @@ class Auto(SmoothingEstimator):
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from diffsim.estimators import Auto, describe_choice
-        >>> r = Auto()(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(0))
+        >>> r = Auto()(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(1))
         >>> r.estimate.tolist(), describe_choice(r).split(":")[0]
         ([2.0, -4.0], 'exact')
         >>> step = lambda t: jnp.where(t > 1.0, 1.0, 0.0)  # flat at 0.5, a jump at 1
-        >>> r = Auto()(step, jnp.asarray(0.5), jax.random.PRNGKey(0))
+        >>> r = Auto()(step, jnp.asarray(0.5), jax.random.PRNGKey(1))
         >>> int(r.widenings) > 0, float(r.estimate) > 0
         (True, True)
     """
@@ -356,7 +356,20 @@ class Auto(SmoothingEstimator):
 
 def describe_choice(estimate: GradientEstimate) -> str:
     """What an :class:`Auto` estimate chose and why, in words (concrete estimates only):
-    ``"<name>: <reason> (z = …, σ = …, α = …)"``."""
+    ``"<name>: <reason> (z = …, σ = …, α = …)"``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.estimators import Auto, FiniteDifference, describe_choice
+        >>> step = lambda t: jnp.where(t > 1.0, 1.0, 0.0)  # flat at 0.5, a jump at 1
+        >>> text = describe_choice(Auto()(step, jnp.asarray(0.5), jax.random.PRNGKey(0)))
+        >>> text.split(":")[0], "σ = 0.4 after 2 widening(s)" in text
+        ('zeroth', True)
+        >>> describe_choice(FiniteDifference()(step, jnp.asarray(0.5)))
+        Traceback (most recent call last):
+        ...
+        ValueError: describe_choice needs an estimate made by the auto estimator
+    """
     code = int(np.asarray(estimate.choice))
     if not 0 <= code < len(CHOICES):
         raise ValueError("describe_choice needs an estimate made by the auto estimator")

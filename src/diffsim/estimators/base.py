@@ -28,7 +28,16 @@ Loss = Callable[[Any], Any]
 
 @dataclasses.dataclass(frozen=True)
 class Quantity:
-    """A quantity a :class:`GradientEstimate` can report: its field, label and unit."""
+    """A quantity a :class:`GradientEstimate` can report: its field, label and unit.
+
+    Example:
+        >>> from diffsim.estimators import QUANTITIES, Quantity
+        >>> q = QUANTITIES["epsilon"]
+        >>> isinstance(q, Quantity), q.label, q.unit, q.description
+        (True, 'ε', 'grad', 'Bernstein radius of the zeroth-order mean')
+        >>> [name for name, q in QUANTITIES.items() if q.unit == "count"]
+        ['evaluations', 'loss_evaluations', 'grad_evaluations', 'widenings']
+    """
 
     name: str
     """The field of :class:`GradientEstimate` (or ``evaluations`` for ``num_evals``)."""
@@ -77,7 +86,18 @@ _COUNT_FIELDS = {
 
 
 class Reported(NamedTuple):
-    """One entry of :meth:`GradientEstimate.report`: what was computed, and its value."""
+    """One entry of :meth:`GradientEstimate.report`: what was computed, and its value.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.estimators import BASE_QUANTITIES, FiniteDifference, Reported
+        >>> report = FiniteDifference()(jnp.sin, jnp.asarray(0.0)).report()
+        >>> tuple(report) == BASE_QUANTITIES  # finite differences report nothing more
+        True
+        >>> entry = report["loss_evaluations"]
+        >>> isinstance(entry, Reported), entry.quantity.label, int(entry.value)
+        (True, 'loss evaluations', 2)
+    """
 
     quantity: Quantity
     value: Any
@@ -109,6 +129,20 @@ class GradientEstimate(eqx.Module):
             :data:`diffsim.estimators.auto.CHOICES`; −1 for the other estimators).
         z_gap: the first-/zeroth-order gap in combined standard errors (auto only).
         widenings: how many times auto widened σ on a plateau (0 for the others).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.estimators import GradientEstimate, ZerothOrder
+        >>> est = ZerothOrder(sigma=0.1, num_samples=16)
+        >>> r = est(jnp.sin, jnp.asarray(0.0), jax.random.PRNGKey(0))
+        >>> isinstance(r, GradientEstimate), float(r.alpha)
+        (True, 0.0)
+        >>> int(r.num_loss_evals), int(r.num_grad_evals), int(r.num_evals)  # N + 1 losses
+        (17, 0, 17)
+        >>> keys = jax.random.split(jax.random.PRNGKey(0), 3)
+        >>> stack = jax.vmap(lambda k: est(jnp.sin, jnp.asarray(0.0), k))(keys)
+        >>> type(stack).__name__, stack.estimate.shape  # three estimates, one pytree
+        ('GradientEstimate', (3,))
     """
 
     estimate: PyTree[Array]
@@ -243,6 +277,15 @@ class Option:
     ``kind`` is ``float``, ``int`` or ``bool``; ``minimum``/``maximum`` bound the accepted
     values (``None``: unbounded; ``exclusive`` when the bound itself is refused). The default
     is the estimator's field default (:meth:`Estimator.defaults`).
+
+    Example:
+        >>> from diffsim.estimators import FirstOrder, Option
+        >>> [(o.name, o.kind.__name__, o.minimum, o.exclusive) for o in FirstOrder.options]
+        [('sigma', 'float', 0.0, True), ('num_samples', 'int', 2, False)]
+        >>> FirstOrder.defaults()  # each option's default
+        {'sigma': 0.1, 'num_samples': 32}
+        >>> Option("gamma", "γ, the tolerated error", float, "grad", 0.0, None, True).unit
+        'grad'
     """
 
     name: str
@@ -277,6 +320,17 @@ class Estimator(eqx.Module):
     * ``sharded``: it takes ``devices=`` and splits its samples over them
       (:func:`diffsim.device_mesh`);
     * ``reports``: the quantities beyond :data:`BASE_QUANTITIES` its result reports.
+
+    Example:
+        >>> from diffsim.estimators import ESTIMATORS, Estimator
+        >>> all(issubclass(cls, Estimator) for cls in ESTIMATORS.values())
+        True
+        >>> [cls.short_label for cls in ESTIMATORS.values()]  # the registry's order
+        ['exact', 'FD', 'ZoBG', 'FoBG', 'AoBG', 'auto']
+        >>> [name for name, cls in ESTIMATORS.items() if cls.smoothing]
+        ['zeroth', 'first', 'alpha', 'auto']
+        >>> ESTIMATORS["zeroth"].takes("antithetic"), ESTIMATORS["first"].takes("antithetic")
+        (True, False)
     """
 
     label: ClassVar[str] = ""
@@ -323,7 +377,18 @@ class Estimator(eqx.Module):
 
 class SmoothingEstimator(Estimator):
     """An estimator of the gradient of the Gaussian-smoothed loss
-    :math:`F(θ) = \\mathbb E_{w\\sim N(0, σ^2 I)} L(θ + w)`; it has a σ to anneal."""
+    :math:`F(θ) = \\mathbb E_{w\\sim N(0, σ^2 I)} L(θ + w)`; it has a σ to anneal.
+
+    Example:
+        >>> from diffsim.estimators import FiniteDifference, SmoothingEstimator, ZerothOrder
+        >>> est = ZerothOrder(sigma=0.5)
+        >>> isinstance(est, SmoothingEstimator), float(est.smoothing_scale())
+        (True, 0.5)
+        >>> float(est.with_sigma(0.25).smoothing_scale())  # a copy with σ annealed
+        0.25
+        >>> isinstance(FiniteDifference(), SmoothingEstimator)  # no σ: nothing to anneal
+        False
+    """
 
     smoothing: ClassVar[bool] = True
     randomized: ClassVar[bool] = True

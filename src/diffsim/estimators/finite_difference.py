@@ -37,6 +37,17 @@ class FiniteDifference(Estimator):
 
     Raises:
         ValueError: ``step`` not finite or <= 0.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.estimators import FiniteDifference
+        >>> fd = FiniteDifference(step=1e-3)
+        >>> r = fd(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]))  # no key needed
+        >>> [round(float(g), 3) for g in r.estimate], int(r.num_loss_evals)
+        ([2.0, -4.0], 4)
+        >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0)
+        >>> round(float(fd(step, jnp.asarray(0.0)).estimate), 1)  # ΔL / (2δ) across the jump
+        500.0
     """
 
     label = "central finite differences"

@@ -81,6 +81,21 @@ class FirstOrder(SmoothingEstimator):
 
     Raises:
         ValueError: σ <= 0 or not finite; ``num_samples < 2``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.estimators import FirstOrder
+        >>> key = jax.random.PRNGKey(0)
+        >>> r = FirstOrder(sigma=0.1, num_samples=64)(lambda t: jnp.sum(t**2),
+        ...                                           jnp.array([1.0, -2.0]), key)
+        >>> bool(jnp.all(jnp.abs(r.estimate - jnp.array([2.0, -4.0])) < 3 * r.std_error))
+        True
+        >>> int(r.num_grad_evals), float(r.alpha)
+        (64, 1.0)
+        >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0)  # smoothed gradient at 0: 3.99
+        >>> r = FirstOrder(sigma=0.1)(step, jnp.asarray(0.0), key)
+        >>> float(r.estimate), float(r.std_error)  # blind to the jump, and sure of it
+        (0.0, 0.0)
     """
 
     label = "FoBG (first order)"

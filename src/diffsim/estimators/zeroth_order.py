@@ -101,6 +101,22 @@ class ZerothOrder(SmoothingEstimator):
 
     Raises:
         ValueError: σ <= 0 or not finite; ``num_samples`` too small or odd when antithetic.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.estimators import ZerothOrder
+        >>> key = jax.random.PRNGKey(0)
+        >>> r = ZerothOrder(sigma=0.1, num_samples=256)(lambda t: jnp.sum(t**2),
+        ...                                            jnp.array([1.0, -2.0]), key)
+        >>> bool(jnp.all(jnp.abs(r.estimate - jnp.array([2.0, -4.0])) < 3 * r.std_error))
+        True
+        >>> int(r.num_loss_evals), int(r.num_grad_evals)  # N + 1 losses, no gradient
+        (257, 0)
+        >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0)  # smoothed gradient at 0: 3.99
+        >>> paired = ZerothOrder(sigma=0.1, num_samples=1000, antithetic=True)
+        >>> r = paired(step, jnp.asarray(0.0), key)
+        >>> round(float(r.estimate)), round(float(r.std_error), 1)  # sees the jump
+        (4, 0.1)
     """
 
     label = "ZoBG (zeroth order)"

@@ -4,6 +4,15 @@ Each ``*_figure(path=None)`` computes its data with the library's own simulators
 PNG (default ``./<name>.png``, in the current folder; the folder must exist: none is
 created) and returns the path. ``diffsim plot NAME`` calls
 them.
+
+Example:
+    >>> from diffsim.plots import DEFAULT_DIR, FIGURES, stiff_figure
+    >>> list(FIGURES)  # the names ``diffsim plot NAME`` takes
+    ['wall', 'smoothing', 'bounce', 'stiff', 'impact']
+    >>> FIGURES["stiff"] is stiff_figure
+    True
+    >>> str(DEFAULT_DIR / "stiff.png")  # where a figure goes without a path
+    'stiff.png'
 """
 
 from __future__ import annotations
@@ -39,7 +48,16 @@ def _save(fig, path: Path | str | None, name: str) -> Path:
 
 
 def wall_figure(path: Path | str | None = None) -> Path:
-    """Loss landscape of the wall demo: plateau, cliff, basin; the flight at v0 = 8."""
+    """Loss landscape of the wall demo: plateau, cliff, basin; the flight at v0 = 8.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from diffsim.plots import wall_figure
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = wall_figure(pathlib.Path(folder) / "wall.png")
+        ...     path.name, path.read_bytes()[1:4]  # a PNG file
+        ('wall.png', b'PNG')
+    """
     from .systems import projectile_wall as pw
 
     plt = _plt()
@@ -65,7 +83,16 @@ def wall_figure(path: Path | str | None = None) -> Path:
 
 
 def smoothing_figure(path: Path | str | None = None) -> Path:
-    """Smoothed loss and its exact gradient for several temperatures τ."""
+    """Smoothed loss and its exact gradient for several temperatures τ.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from diffsim.plots import smoothing_figure
+        >>> with tempfile.TemporaryDirectory() as folder:  # ~5 s: five smoothed models
+        ...     path = smoothing_figure(pathlib.Path(folder) / "smoothing.png")
+        ...     path.name, path.read_bytes()[1:4]  # a PNG file
+        ('smoothing.png', b'PNG')
+    """
     from .systems import projectile_wall as pw
 
     plt = _plt()
@@ -87,7 +114,16 @@ def smoothing_figure(path: Path | str | None = None) -> Path:
 
 
 def bounce_figure(path: Path | str | None = None) -> Path:
-    """∂y_T/∂y0 and ∂y_T/∂v0 of the bouncing ball: naive vs TOI vs analytic, over y0."""
+    """∂y_T/∂y0 and ∂y_T/∂v0 of the bouncing ball: naive vs TOI vs analytic, over y0.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from diffsim.plots import bounce_figure
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = bounce_figure(pathlib.Path(folder) / "bounce.png")
+        ...     path.name, path.read_bytes()[1:4]  # a PNG file
+        ('bounce.png', b'PNG')
+    """
     from .systems import bouncing_ball_derivatives_closed_form, bouncing_ball_final_state_jacobian
 
     plt = _plt()
@@ -115,7 +151,16 @@ def bounce_figure(path: Path | str | None = None) -> Path:
 
 
 def stiff_figure(path: Path | str | None = None) -> Path:
-    """Rollout Jacobian norm and energy error against the penalty stiffness k."""
+    """Rollout Jacobian norm and energy error against the penalty stiffness k.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from diffsim.plots import stiff_figure
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = stiff_figure(pathlib.Path(folder) / "stiff.png")
+        ...     path.name, path.read_bytes()[1:4]  # a PNG file
+        ('stiff.png', b'PNG')
+    """
     from .systems import stiff_contact_bounce_report, stiff_contact_jacobian_norm
 
     plt = _plt()
@@ -166,6 +211,20 @@ def impact_convergence_data(
         ``{"h": array, (integrator name, location): {"error": relative error
         max|J - J*| / max|J*|, "dy_dy0": ∂y_T/∂y0}, "exact_dy_dy0": ∂y_T/∂y0 of the exact
         solution at each h's final time}``.
+
+    Example:
+        One step h = 0.01 s over 1 s (the figure takes ten steps over 3.5 s):
+
+        >>> from diffsim.plots import impact_convergence_data
+        >>> data = impact_convergence_data([0.01], t=1.0)
+        >>> round(float(data["exact_dy_dy0"][0]), 3)
+        1.355
+        >>> sorted(k for k in data if isinstance(k, tuple))[:2]
+        [('SemiImplicitEuler', 'linear'), ('SemiImplicitEuler', 'substep')]
+        >>> bool(data[("VelocityVerlet", "substep")]["error"][0] < 1e-5)  # exact to rounding
+        True
+        >>> round(float(data[("VelocityVerlet", "linear")]["error"][0]), 3)  # first order in h
+        0.003
     """
     from ._rollout import rollout
     from .contact import Plane, Restitution, WithContact

@@ -37,19 +37,11 @@ NAMESPACES = {
 }
 ENGINE_MODULES = {"diffsim.engines.mjx": "mujoco", "diffsim.engines.brax": "brax"}
 
-# Public names whose docstrings still lack a runnable example (most live in files another
-# change was editing when the examples were written; the figures write PNG files). The test
+# Public names whose docstrings lack a runnable example, each with the reason. The test
 # fails when this list and the library disagree, in either direction, so adding an example
 # means removing its name here. A listed name the library does not have (yet) is ignored.
 WITHOUT_EXAMPLE: frozenset[str] = frozenset(
     {
-        "diffsim.engines.brax.BraxStep",
-        "diffsim.engines.brax.Policy",
-        "diffsim.engines.brax.linear_policy",
-        "diffsim.engines.mjx.MODEL_FIELDS",
-        "diffsim.engines.mjx.MjxState",
-        "diffsim.engines.mjx.MjxStep",
-        "diffsim.engines.mjx.STATE_FIELDS",
         # its only argument is the path: it always computes the whole ten-step convergence
         # study (10 to 15 s on a CPU), too slow for the default doctests; its data has an
         # example (impact_convergence_data), and `diffsim plot impact` draws it

@@ -44,7 +44,20 @@ Policy = Callable[[Any, Array], Array]
 
 def linear_policy(theta: dict[str, Array], obs: Array) -> Array:
     r"""The linear-tanh policy :math:`a = \tanh(W o + b)` (actions in [−1, 1], as Brax's
-    stock environments expect); θ = ``{"W": (action_size, obs_size), "b": (action_size,)}``."""
+    stock environments expect); θ = ``{"W": (action_size, obs_size), "b": (action_size,)}``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.engines import brax
+        >>> from diffsim.engines.brax import Policy, linear_policy
+        >>> theta = {"W": jnp.array([[1.0, 0.0, 0.0, 0.0]]), "b": jnp.array([0.5])}
+        >>> obs = jnp.array([0.5, 0.0, 0.0, 0.0])
+        >>> [round(float(a), 4) for a in linear_policy(theta, obs)]  # tanh(0.5 + 0.5)
+        [0.7616]
+        >>> bang_bang: Policy = lambda theta, obs: jnp.sign(theta["W"] @ obs)  # any policy
+        >>> brax.wrap("inverted_pendulum", policy=bang_bang)
+        BraxStep(InvertedPendulum, policy=yes)
+    """
     return jnp.tanh(theta["W"] @ obs + theta["b"])
 
 
@@ -58,6 +71,21 @@ class BraxStep:
         h: the environment's control time step ``env.dt``, s.
         action_size, observation_size: sizes of the action and the observation.
         no_params: a θ for open-loop rollouts (Brax does not read it).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.engines import brax
+        >>> step = brax.wrap("inverted_pendulum")  # with the linear-tanh policy
+        >>> step, round(step.h, 3)
+        (BraxStep(InvertedPendulum, policy=yes), 0.04)
+        >>> theta = step.init_policy()
+        >>> {k: v.shape for k, v in theta.items()}
+        {'W': (1, 4), 'b': (1,)}
+        >>> angle_cost = lambda traj: jnp.sum(traj.obs[:, 1] ** 2)  # the pole's angle, squared
+        >>> loss = step.loss(5, jax.random.PRNGKey(0), cost=angle_cost)  # 5 steps, loss(θ)
+        >>> grad = jax.grad(loss)(theta)
+        >>> grad["W"].shape, bool(jnp.all(jnp.isfinite(grad["W"]))), bool(jnp.any(grad["b"] != 0))
+        ((1, 4), True, True)
     """
 
     def __init__(self, env: Any, policy: Policy | None) -> None:

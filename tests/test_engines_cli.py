@@ -52,7 +52,16 @@ def test_mjcf_free_flight_json_matches_the_closed_form():
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
-    assert set(out) == {"verdict", "flags", "recommendation", "evaluations", "loss", "grad"}
+    assert set(out) == {
+        "verdict",
+        "flags",
+        "recommendation",
+        "evaluations",
+        "loss",
+        "grad",
+        "devices",
+    }
+    assert out["devices"] == 1
     dz = -g * h * h * T * (T + 1) / 2
     assert out["loss"] == pytest.approx(dz**2, rel=1e-9)
     assert out["grad"] == pytest.approx([0, 0, 2 * dz * T * h, 0, 0, 0], abs=1e-9)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 
 import typer
@@ -25,6 +27,10 @@ def demo(
     plateau, cliff and basin, compare gradient estimators and run gradient descent."""
     if not 0 < port < 65536:
         raise ValueError(f"--port must be in 1..65535, got {port}")
+    # `kill -USR1 PID` prints every thread's stack to stderr (a hung server can be asked
+    # where it is; the tests do so before giving up on one)
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     # imports Dash and JAX: only when the command runs
     from ..app import serve
     from ..app._guard import BindError

@@ -78,7 +78,11 @@ def _public(mod: ModuleType) -> list[str]:
 
 
 def _documented_object(obj: object) -> bool:
-    """A function (also behind a decorator such as ``functools.lru_cache``) or a class."""
+    """A function (also behind a decorator such as ``functools.lru_cache``) or a class —
+    not a type alias such as ``Callable[[Array], Array]`` (``inspect.isclass`` says True
+    for those on Python 3.10): an alias is data, exemplified by its namespace's examples."""
+    if getattr(obj, "__origin__", None) is not None:  # a generic alias
+        return False
     return inspect.isfunction(inspect.unwrap(obj)) or inspect.isclass(obj)  # type: ignore[arg-type]
 
 

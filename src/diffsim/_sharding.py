@@ -213,9 +213,9 @@ def shard_batch(tree: Any, devices: Devices = None) -> Any:
 
     Example:
         >>> import jax, jax.numpy as jnp, diffsim
-        >>> y0 = diffsim.shard_batch(jnp.linspace(1.0, 2.0, 8))
+        >>> y0 = diffsim.shard_batch(jnp.arange(8.0))  # unchanged on one device
         >>> float(jax.jit(jax.vmap(lambda y: y * 2))(y0).sum())
-        24.0
+        56.0
     """
     mesh = device_mesh(devices)
     if mesh is None:

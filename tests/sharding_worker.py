@@ -16,6 +16,7 @@ per-device memory.
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 
@@ -147,7 +148,9 @@ def main(mode: str) -> dict:
         .compile()
         .as_text()
     )
-    out["hlo_all_gather"] = "all-gather" in text
+    out["hlo_collectives"] = sorted(
+        set(re.findall(r"\b(all-gather|all-reduce|reduce-scatter|all-to-all)\(", text))
+    )
     return out
 
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from ._checks import as_arrays, check_int
-from ._sharding import device_count, device_mesh, on_devices, sample_map
+from ._sharding import device_count, device_mesh, sample_map
 from ._types import Params
 
 Mode = Literal["auto", "forward", "reverse"]
@@ -134,8 +134,8 @@ def value_and_grad(
             (every device JAX sees, when there are several), a count, devices or a
             ``jax.sharding.Mesh`` (:func:`diffsim.device_mesh`); each device computes its
             share of the systems (the residuals the mode rule weighs are per device), and
-            the results, the one-device results to the last bit, are gathered onto every
-            device. Ignored for one system.
+            the results (the one-device results to the last bit) stay split over the
+            devices. Ignored for one system.
 
     Returns:
         :class:`Gradient` ``(value, grad, mode, reason)``.
@@ -208,11 +208,7 @@ def _value_and_grad_jit(theta, args, loss_fn, mode, batched, num_params, mesh=No
     residual_bytes = _residual_bytes(fun, theta, args, batched) // device_count(mesh)
     chosen, _ = choose_mode(num_params, residual_bytes, mode)
     if batched:
-
-        def systems(theta, args):
-            return sample_map(lambda ta: _one(fun, ta[0], ta[1], chosen), (theta, args), mesh)
-
-        value, grad = on_devices(mesh, systems, theta, args)
+        value, grad = sample_map(lambda ta: _one(fun, ta[0], ta[1], chosen), (theta, args), mesh)
     else:
         value, grad = _one(fun, theta, args, chosen)
     return value, grad, jnp.asarray(chosen == "forward"), jnp.asarray(residual_bytes, float)

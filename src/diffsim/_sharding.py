@@ -2,19 +2,26 @@
 
 diffsim's heavy work is embarrassingly parallel — the samples of a randomized estimator,
 the doctor's probes, the systems of a batched rollout. An estimator runs as one
-``jit``-compiled program replicated on every device of a mesh (``shard_map``): each device
-evaluates its share of the samples, the per-sample results are gathered onto every device,
-and the reductions and decisions that follow run on every device on the same values. A
-batched rollout is split by its batch axis (:func:`shard_batch`).
+``jit``-compiled program over a mesh of devices: each device evaluates its share of the
+samples (``shard_map``; XLA carries the split back to the draws, which with JAX's
+partitionable threefry — the default since JAX 0.5 — each device then makes for its own
+rows, the same numbers one device draws), and XLA partitions what reads them (GSPMD): sums
+over the samples become per-device partial sums and one all-reduce, so no device ever holds
+all N samples, and the memory per device stays flat at a fixed number of samples per
+device. The decisions made from those sums (auto's choice, AoBG's α) are the same on every
+device. A batched rollout is
+split by its batch axis (:func:`shard_batch`).
 
 The random draws do not depend on the sharding, and each sample is evaluated by the same
 code; but XLA compiles a device's share of the rows — and the sums over them — into loops
 vectorised for that share's size, so values can differ in the last bit (measured: 1 ulp in
 some of 30 float32 rollouts split 8 per device; bit-identical for 64 split 16 per device).
 A sharded estimate therefore equals the one-device estimate for the same key to float
-rounding — within 1e-6 of the per-sample spread (measured: 1e-7; checked in
-tests/test_sharding.py) — not always bit for bit; decisions made from the samples (auto's
-choice, α, the doctor's flags) come out the same.
+rounding (the partial sums also add in another order) — within 1e-6 of the per-sample
+spread (measured: 1e-7; checked in tests/test_sharding.py) — not always bit for bit;
+decisions made from the samples (auto's choice, α, the doctor's flags) come out the same.
+The doctor keeps every sample (its sequential test reads them on the host), so its buffers
+are on every device.
 
 ``devices`` is accepted by the estimators, :func:`~diffsim.diagnose`,
 :func:`~diffsim.diagnose_rollout` and :func:`shard_batch`:
@@ -37,7 +44,6 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -132,18 +138,8 @@ def shard_rows(tree: Any, mesh: Mesh | None) -> Any:
     )
 
 
-def replicate(tree: Any, mesh: Mesh | None) -> Any:
-    """Inside ``jit``: gather every leaf onto every device of ``mesh`` (no-op for ``None``),
-    so that reductions that follow run on the whole array as on one device."""
-    if mesh is None:
-        return tree
-    full = NamedSharding(mesh, PartitionSpec())
-    return jax.tree_util.tree_map(lambda a: jax.lax.with_sharding_constraint(a, full), tree)
-
-
 def _shard_map(f: Callable[..., Any], mesh: Mesh, in_specs: Any, out_specs: Any) -> Any:
-    # outputs are replicated by construction (every device runs the same reductions on the
-    # same gathered samples), which the replication check cannot see through all_gather
+    # f may close over traced values (the loss's closure): the replication check is off
     if hasattr(jax, "shard_map"):  # JAX >= 0.6
         return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
     from jax.experimental.shard_map import shard_map  # JAX 0.4.x
@@ -151,50 +147,24 @@ def _shard_map(f: Callable[..., Any], mesh: Mesh, in_specs: Any, out_specs: Any)
     return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
 
 
-def on_devices(mesh: Mesh | None, fn: Callable[..., Any], *args: Any) -> Any:
-    """Inside ``jit``: run ``fn(*args)`` on every device of ``mesh`` (``shard_map`` with
-    every input and output replicated), so that only the :func:`sample_map` calls inside it
-    divide work between devices and everything else — draws, reductions, decisions — is
-    the one-device program, run on the same values. ``fn(*args)`` for ``None``.
-
-    Non-array arguments (functions, static options) are closed over, not passed."""
-    if mesh is None:
-        return fn(*args)
-    arrays, static = eqx.partition(args, eqx.is_array)
-    out_static: list[Any] = []
-
-    def replicated(arrays: Any) -> Any:
-        out_arrays, rest = eqx.partition(fn(*eqx.combine(arrays, static)), eqx.is_array)
-        out_static.append(rest)
-        return out_arrays
-
-    got = _shard_map(replicated, mesh, PartitionSpec(), PartitionSpec())(arrays)
-    return eqx.combine(got, out_static[-1])
-
-
 def sample_map(f: Callable[..., Any], points: Any, mesh: Mesh | None) -> Any:
-    """``jax.vmap(f)(points)``, its samples (leading) axis split over ``mesh`` when called
-    inside :func:`on_devices`: device k evaluates rows [k·c, (k+1)·c) with c = ⌈N / D⌉ (the
-    rows padded with copies of the first, whose results are dropped) and the results are
-    gathered onto every device. Each row's value is the one-device ``vmap``'s, up to how XLA
-    vectorises a loop over c rows instead of N (the last bit; see the module docstring)."""
+    """``jax.vmap(f)(points)`` with the samples (leading) axis split over ``mesh``: device k
+    evaluates rows [k·c, (k+1)·c), c = ⌈N / D⌉ (``shard_map``; the rows padded with copies
+    of the first, whose results are dropped), and the results stay split over the devices —
+    what reads them next (a sum, a mean) is partitioned by XLA, so no device holds all N.
+    Each row's value is the one-device ``vmap``'s, up to how XLA vectorises a loop over c
+    rows instead of N (the last bit; see the module docstring)."""
     if mesh is None:
         return jax.vmap(f)(points)
     n = jax.tree_util.tree_leaves(points)[0].shape[0]
     size = device_count(mesh)
-    chunk = -(-n // size)
-    pad = chunk * size - n
+    pad = -n % size
     if pad:
         points = jax.tree_util.tree_map(
             lambda a: jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad, *a.shape[1:]))]), points
         )
-    axes = tuple(mesh.axis_names)
-    start = jax.lax.axis_index(axes) * chunk
-    rows = jax.tree_util.tree_map(
-        lambda a: jax.lax.dynamic_slice_in_dim(a, start, chunk, axis=0), points
-    )
-    out = jax.vmap(f)(rows)
-    out = jax.tree_util.tree_map(lambda o: jax.lax.all_gather(o, axes, axis=0, tiled=True), out)
+    rows = PartitionSpec(tuple(mesh.axis_names))
+    out = _shard_map(jax.vmap(f), mesh, rows, rows)(shard_rows(points, mesh))
     return jax.tree_util.tree_map(lambda o: o[:n], out) if pad else out
 
 

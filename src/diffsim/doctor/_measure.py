@@ -25,7 +25,7 @@ from jax.flatten_util import ravel_pytree
 from .._checks import as_arrays
 from .._jacobians import _autodiff_step_jacobian
 from .._rollout import call_step, rollout
-from .._sharding import device_mesh, on_devices, sample_map
+from .._sharding import device_mesh, sample_map
 from .._sigma import Relative, check_sigma, describe, is_scalar_sigma, sigma_vector
 from ..estimators.alpha_order import bernstein_radius
 from ..estimators.base import flatten_loss
@@ -213,7 +213,7 @@ def _excess_kurtosis(a: np.ndarray) -> float:
 @eqx.filter_jit
 def _draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):
     args = (loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh)
-    return on_devices(mesh, _draw_body, *args)
+    return _draw_body(*args)
 
 
 def _draw_body(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):

@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
-from .._sharding import check_devices, device_mesh, on_devices
+from .._sharding import check_devices, device_mesh
 from .._sigma import check_sigma, sigma_vector
 from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
 from .base import (
@@ -79,7 +79,7 @@ def choose_alpha(var0: Array, var1: Array, eps: Array, gap: Array, gamma: Array)
 @eqx.filter_jit
 def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, mesh):
     args = (loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, mesh)
-    return on_devices(mesh, _alpha_body, *args)
+    return _alpha_body(*args)
 
 
 def _alpha_body(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, mesh):

@@ -65,7 +65,7 @@ import jax.scipy.special
 import numpy as np
 from jaxtyping import Array
 
-from .._sharding import check_devices, device_mesh, on_devices, sample_map
+from .._sharding import check_devices, device_mesh, sample_map
 from .._sigma import Relative, check_sigma, describe, sigma_vector
 from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
 from .alpha_order import choose_alpha
@@ -122,7 +122,7 @@ def per_component_threshold(z: Array, dim: int) -> Array:
 @eqx.filter_jit
 def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis, mesh):
     args = (loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis, mesh)
-    return on_devices(mesh, _auto_body, *args)
+    return _auto_body(*args)
 
 
 def _auto_body(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis, mesh):

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 from jaxtyping import Array
 
-from .._sharding import check_devices, device_mesh, on_devices, sample_map
+from .._sharding import check_devices, device_mesh, sample_map
 from .._sigma import check_sigma, sigma_vector
 from ._common import as_count, call_args, samples_field, warn_resolution
 from .base import (
@@ -55,7 +55,7 @@ def zeroth_order_samples(
 
 @eqx.filter_jit
 def _zeroth(loss, theta, key, sigma, num_samples, antithetic, mesh) -> GradientEstimate:
-    return on_devices(mesh, _zeroth_body, loss, theta, key, sigma, num_samples, antithetic, mesh)
+    return _zeroth_body(loss, theta, key, sigma, num_samples, antithetic, mesh)
 
 
 def _zeroth_body(loss, theta, key, sigma, num_samples, antithetic, mesh) -> GradientEstimate:

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -50,6 +52,11 @@ def test_sharding_benchmark_runs_and_splits_memory():
     # the estimators keep their samples split: less per device at fixed total work, no more
     # at fixed work per device (measured 2,100 -> 1,972 bytes for ZoBG at these tiny sizes;
     # a first design that gathered the samples grew here, by ~18 bytes per added sample)
+    # JAX before 0.5 draws random numbers whole unless jax_threefry_partitionable is on:
+    # there, every device holds all the draws, 4 bytes per sample (measured on JAX 0.4.38:
+    # +128 bytes for the 32 added samples)
+    draws = 0 if jax.config.jax_threefry_partitionable else 4 * (64 - 32)  # pyright: ignore
     for w in ("zeroth", "first"):
         assert mem[2, f"{w}/strong"]["total_bytes"] < mem[1, f"{w}/strong"]["total_bytes"], w
-        assert mem[2, f"{w}/weak"]["total_bytes"] <= mem[1, f"{w}/weak"]["total_bytes"], w
+        weak1, weak2 = (mem[d, f"{w}/weak"]["total_bytes"] for d in (1, 2))
+        assert weak2 <= weak1 + draws, w

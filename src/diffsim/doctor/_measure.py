@@ -212,11 +212,6 @@ def _excess_kurtosis(a: np.ndarray) -> float:
 
 @eqx.filter_jit
 def _draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):
-    args = (loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh)
-    return _draw_body(*args)
-
-
-def _draw_body(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):
     r"""Fill the sample buffers of ``state`` from chunk ``start`` to ``stop`` (traced, so
     every round of the sequential test reuses one compiled program), computing the
     sample-free part (L(θ), ∇L(θ), the finite-difference ladder) on the first call.

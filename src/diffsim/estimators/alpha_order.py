@@ -78,11 +78,6 @@ def choose_alpha(var0: Array, var1: Array, eps: Array, gap: Array, gamma: Array)
 
 @eqx.filter_jit
 def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, mesh):
-    args = (loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, mesh)
-    return _alpha_body(*args)
-
-
-def _alpha_body(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, mesh):
     f, x, unravel = flatten_loss(loss, theta)
     sigma = sigma_vector(sigma, theta)
     # independent sample sets: the two means must not share noise

@@ -121,11 +121,6 @@ def per_component_threshold(z: Array, dim: int) -> Array:
 
 @eqx.filter_jit
 def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis, mesh):
-    args = (loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis, mesh)
-    return _auto_body(*args)
-
-
-def _auto_body(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis, mesh):
     f, x, unravel = flatten_loss(loss, theta)
     s0 = sigma_vector(sigma, theta)
     dt = x.dtype

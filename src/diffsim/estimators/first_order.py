@@ -43,10 +43,6 @@ def first_order_samples(
 
 @eqx.filter_jit
 def _first(loss, theta, key, sigma, num_samples, mesh) -> GradientEstimate:
-    return _first_body(loss, theta, key, sigma, num_samples, mesh)
-
-
-def _first_body(loss, theta, key, sigma, num_samples, mesh) -> GradientEstimate:
     f, x, unravel = flatten_loss(loss, theta)
     g = first_order_samples(f, x, sigma_vector(sigma, theta), key, num_samples, mesh)
     mean, se, var = mean_and_stats(g)

@@ -55,10 +55,6 @@ def zeroth_order_samples(
 
 @eqx.filter_jit
 def _zeroth(loss, theta, key, sigma, num_samples, antithetic, mesh) -> GradientEstimate:
-    return _zeroth_body(loss, theta, key, sigma, num_samples, antithetic, mesh)
-
-
-def _zeroth_body(loss, theta, key, sigma, num_samples, antithetic, mesh) -> GradientEstimate:
     f, x, unravel = flatten_loss(loss, theta)
     g, evals = zeroth_order_samples(
         f, x, sigma_vector(sigma, theta), key, num_samples, antithetic, mesh

@@ -292,3 +292,57 @@ def test_benchmark_usage_errors_exit_2():
         )
         assert res.returncode == 2, (args, res.stderr)
         assert "error:" in res.stderr
+
+
+# --- issue 26 -------------------------------------------------------------------------------
+
+HUGE = "9" * 400
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["bounce", "--steps", HUGE, "--json"], "--steps"),
+        (["estimate", "--samples", HUGE], "--samples"),
+        (["optimize", "--samples", HUGE], "--samples"),
+        (["optimize", "--steps", HUGE], "--steps"),
+        (["diagnose", "--steps", HUGE], "--steps"),
+        (["diagnose", "--samples", HUGE], "--samples"),
+        (["diagnose", "--seed", "-" + HUGE], "--seed"),
+        (["jacobian", "--steps", HUGE], "--steps"),
+        (["estimate", "--devices", str(2**63)], "--devices"),
+    ],
+)
+def test_huge_integers_are_refused_before_they_are_formatted(args, flag):
+    # D2: was "internal error: OverflowError: int too large to convert to float" (exit 1)
+    line = rejected(args, flag, "2⁶³ − 1")
+    assert f"{flag} must be an integer of magnitude <= {2**63 - 1}" in line
+    assert "(400 digits)" in line or str(2**63) in line
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["bounce", "--steps", str(2**63 - 1)], ("needs 9223372036854775807 steps", "2³¹ − 1")),
+        (["estimate", "--samples", str(2**63 - 1)], ("--samples", "of memory")),
+        (["optimize", "--steps", str(2**63 - 1)], ("needs 9223372036854775807 steps",)),
+    ],
+)
+def test_largest_int64_reaches_the_command_checks(args, words):
+    rejected(args, *words)
+
+
+def test_horizon_check_formats_an_integer_as_an_integer():
+    with pytest.raises(limits.CLIError, match=r"needs 999999… \(400 digits\) steps"):
+        limits.check_horizon("--steps", int(HUGE))
+    with pytest.raises(limits.CLIError, match=r"needs 3e\+09 steps"):
+        limits.check_horizon("--h", 3e9)
+
+
+def test_plot_file_name_too_long_is_not_writable(tmp_path):
+    # D3: was "internal error: OSError: [Errno 36] File name too long" (exit 1)
+    line = rejected(["plot", "wall", "--out", str(tmp_path / ("a" * 300 + ".png"))])
+    assert "--out" in line and "is not writable: File name too long" in line
+    assert "(" in line and len(line) < 300  # the path is shortened, not echoed in full
+    # a folder name too long (the parent check) is the same clean rejection
+    rejected(["plot", "wall", "--out", str(tmp_path / ("b" * 300) / "w.png")], "not writable")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import json
 import math
 import os
@@ -124,7 +125,69 @@ class _OneLineErrors(TyperGroup):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-app = typer.Typer(
+INT_OPTION_MAX = 2**63 - 1
+"""No integer option takes more than this (int64): a larger one is refused before any command
+code formats it (``:.3g`` of a 400-digit int overflows a float) or traces it."""
+
+
+def count_text(value: int) -> str:
+    """An integer as a message shows it: in full up to 20 digits, else its leading digits and
+    its length (a 400-digit count is not echoed back)."""
+    digits = str(abs(value))
+    if len(digits) <= 20:
+        return str(value)
+    return f"{'-' if value < 0 else ''}{digits[:6]}… ({len(digits)} digits)"
+
+
+def bound_integers(fn: F) -> F:
+    """Refuse, before ``fn`` runs, any integer option beyond ±(2⁶³ − 1) (one line, exit 2).
+
+    Every command registered on :data:`app` gets this (``_App.command``), so no command can
+    format, multiply into a float or trace an integer that no option accepts; each command
+    then checks its own, narrower range."""
+    params = inspect.signature(fn).parameters
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for name, value in kwargs.items():
+            if (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and (abs(value) > INT_OPTION_MAX)
+            ):
+                flag = _flag_of(params.get(name), name)
+                raise CLIError(
+                    f"{flag} must be an integer of magnitude <= {INT_OPTION_MAX} (2⁶³ − 1; "
+                    f"see --help for its range), got {count_text(value)}"
+                )
+        return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _flag_of(param: inspect.Parameter | None, name: str) -> str:
+    """The option's first long flag (``--steps``), from its Typer default, else ``--name``."""
+    decls = getattr(getattr(param, "default", None), "param_decls", None) or ()
+    for decl in decls:
+        if isinstance(decl, str) and decl.startswith("--"):
+            return decl.split("/")[0]
+    return f"--{name.replace('_', '-')}"
+
+
+class _App(typer.Typer):
+    """The Typer app whose commands all refuse out-of-range integers (:func:`bound_integers`)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:  # type: ignore[override]
+        register = super().command(*args, **kwargs)
+
+        def decorator(fn: F) -> F:
+            register(bound_integers(fn))
+            return fn
+
+        return decorator
+
+
+app = _App(
     name="diffsim",
     help="Differentiable simulation that stays trustworthy through contact.",
     no_args_is_help=True,
@@ -373,19 +436,28 @@ def check_writable(path: Path, option: str = "--out", suffix: str | None = ".png
     if suffix is not None and path.suffix.lower() != suffix:
         raise CLIError(f"{option} must be a {suffix} path, got {str(path)!r}")
     parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        raise CLIError(f"{option} {str(path)!r}: folder {str(parent)!r} does not exist")
-    if path.is_dir():
-        raise CLIError(f"{option} {str(path)!r} is a folder, expected a file path")
-    existed = path.exists()
-    try:  # the only reliable test (root, read-only mounts, /proc): open it for writing
+    # every file-system call may raise (a name over 255 bytes: ENAMETOOLONG, a loop of
+    # links: ELOOP, a component that is a file: ENOTDIR): all of them inside the try
+    try:
+        if not parent.is_dir():
+            raise CLIError(f"{option} {str(path)!r}: folder {str(parent)!r} does not exist")
+        if path.is_dir():
+            raise CLIError(f"{option} {str(path)!r} is a folder, expected a file path")
+        existed = path.exists()
+        # the only reliable test (root, read-only mounts, /proc): open it for writing
         with open(path, "ab"):
             pass
+        if not existed:
+            path.unlink(missing_ok=True)
     except OSError as err:
-        raise CLIError(f"{option} {str(path)!r} is not writable: {err.strerror}") from None
-    if not existed:
-        path.unlink(missing_ok=True)
+        reason = err.strerror or type(err).__name__
+        raise CLIError(f"{option} {_short_path(path)!r} is not writable: {reason}") from None
     return path
+
+
+def _short_path(path: Path) -> str:
+    text = str(path)
+    return text if len(text) <= 80 else f"{text[:40]}…{text[-30:]} ({len(text)} characters)"
 
 
 # --- progress ---------------------------------------------------------------------------------

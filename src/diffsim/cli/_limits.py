@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from ._common import CLIError, is_float32
+from ._common import CLIError, count_text, is_float32
 
 SCAN_MAX = 2**31 - 1
 """A ``lax.scan`` counts in int32: horizons above this overflow it."""
@@ -119,10 +119,14 @@ def check_cost(what: str, nbytes: float, seconds: float, unit: str = "") -> floa
 
 
 def check_horizon(what: str, steps: float) -> int:
-    """A number of scan steps (possibly computed as a float from h): <= 2³¹ − 1."""
+    """A number of scan steps (possibly computed as a float from h): <= 2³¹ − 1.
+
+    An integer is compared and shown as an integer: formatting one with ``:.3g`` converts
+    it to a float, which overflows past ~1.8e308 (issue 26, D2)."""
     if not steps <= SCAN_MAX:  # also catches inf and nan
+        shown = count_text(steps) if isinstance(steps, int) else f"{steps:.3g}"
         raise CLIError(
-            f"{what} needs {steps:.3g} steps; a rollout runs at most {SCAN_MAX} (2³¹ − 1, "
+            f"{what} needs {shown} steps; a rollout runs at most {SCAN_MAX} (2³¹ − 1, "
             f"its step counter is int32)"
         )
     return int(steps)

@@ -18,6 +18,16 @@ from . import integrators as integrators
 from . import systems as systems
 from ._grad import Gradient as Gradient
 from ._grad import value_and_grad as value_and_grad
+from ._identify import IdentifyResult as IdentifyResult
+from ._identify import NotIdentifiableError as NotIdentifiableError
+from ._identify import Parameter as Parameter
+from ._identify import Recording as Recording
+from ._identify import default_observe as default_observe
+from ._identify import identify as identify
+from ._identify import load_recording as load_recording
+from ._identify import parse_parameters as parse_parameters
+from ._identify import save_recording as save_recording
+from ._identify import simulate_recording as simulate_recording
 from ._jacobians import adjoint_vjp as adjoint_vjp
 from ._jacobians import forward_sensitivity as forward_sensitivity
 from ._jacobians import rollout_jacobian as rollout_jacobian
@@ -49,8 +59,12 @@ __all__ = [
     "Diagnosis",
     "GradCheck",
     "Gradient",
+    "IdentifyResult",
+    "NotIdentifiableError",
     "OptimizeHistory",
     "OptimizeResult",
+    "Parameter",
+    "Recording",
     "Relative",
     "Schedule",
     "__version__",
@@ -59,19 +73,25 @@ __all__ = [
     "checkpoint_segments",
     "contact",
     "cosine_anneal",
+    "default_observe",
     "device_mesh",
     "diagnose",
     "diagnose_rollout",
     "doctor",
     "estimators",
     "forward_sensitivity",
+    "identify",
     "initialize_distributed",
     "integrators",
+    "load_recording",
     "optimize",
+    "parse_parameters",
     "rollout",
     "rollout_jacobian",
+    "save_recording",
     "shard_batch",
     "sigma_vector",
+    "simulate_recording",
     "step_jacobian",
     "systems",
     "value_and_grad",

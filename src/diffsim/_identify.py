@@ -1,0 +1,1112 @@
+# pyright: reportAttributeAccessIssue=false
+# (mujoco, imported for element names, is a compiled module without type stubs)
+r"""System identification: fit θ so that a simulation reproduces recorded motion.
+
+Given recorded trajectories — each an initial state :math:`s_0`, controls :math:`u_t` and
+observed signals :math:`y_t` (positions, velocities, any function of the state) — and a
+diffsim step :math:`s_{t+1} = f(s_t, θ, u_t)`, :func:`identify` solves the nonlinear least
+squares problem
+
+.. math:: \hat θ = \arg\min_θ \tfrac12 \sum_{r,t,i} \big(w_{rti}\,(g_i(s^r_t(θ)) -
+          y^r_{ti})\big)^2
+
+over a chosen subset of θ, with the **exact** Jacobian of the residuals through the rollout
+(forward-mode autodiff through :func:`diffsim.rollout`: one tangent per fitted parameter,
+through the contact models and MJX's constraint solver alike). The solver is Optimistix's
+Levenberg–Marquardt, driven step by step inside one ``lax.while_loop`` so that the
+iterates are kept. All recordings run as one ``vmap`` of the rollout.
+
+**Bounds by reparametrisation, not clipping.** A parameter with a lower bound is
+:math:`θ = lo + e^z`, with an upper bound :math:`θ = hi - e^z`, with both
+:math:`θ = lo + (hi - lo)\,σ(z)`; an unbounded one :math:`θ = θ_0 + |θ_0| z`. The solver
+works on z, so θ stays strictly inside its bounds.
+
+**Uncertainty.** At :math:`\hat θ`, with J the Jacobian of the weighted residuals with
+respect to the fitted parameters, N observed (non-missing) samples and p parameters,
+
+.. math:: \hat σ^2 = \frac{\lVert r \rVert^2}{N - p},\qquad
+          \mathrm{Cov}(\hat θ) = \hat σ^2 (J^\top J)^{-1},\qquad
+          \hat θ_j \pm t_{0.975,\,N-p}\,\sqrt{\mathrm{Cov}_{jj}},
+
+the Gauss–Newton (linearised) covariance: the 95 % intervals are exact for a model linear
+in θ with independent Gaussian noise of equal variance after weighting (so a weight should
+be 1/σ of its signal's noise), and asymptotically otherwise.
+
+**Identifiability.** The singular values of the column-normalised Jacobian
+:math:`J D` (:math:`D_{jj} = 1/\lVert J_{:j} \rVert`) measure how well the data pin each
+direction of θ. A relative singular value below ``rank_rtol`` is a direction the data do
+not see: before fitting, :func:`identify` raises :class:`NotIdentifiableError` naming the
+parameters in it (at the start point the fit could not move along it); at the estimate the
+result lists them in ``unidentifiable`` and reports their intervals as infinite.
+
+**Missing samples.** NaN in an observed signal means "not measured": that sample gives no
+residual and is not counted in N.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
+
+from ._checks import check_int
+from ._rollout import rollout
+
+Signals = dict[str, Any]
+
+CONFIDENCE = 0.95
+"""The level of :attr:`IdentifyResult.interval_low` / ``interval_high``."""
+
+FILE_SIGNALS = ("qpos", "qvel", "sensordata")
+"""Signals a recording file may hold (besides ``time`` and ``ctrl``), MuJoCo's names."""
+
+
+class NotIdentifiableError(ValueError):
+    """The data do not determine some of the fitted parameters (a rank-deficient JᵀJ).
+
+    Attributes:
+        parameters: the names of the parameters in the directions the data do not see.
+        singular_values: the relative singular values of the column-normalised Jacobian.
+
+    Example:
+        >>> from diffsim import NotIdentifiableError
+        >>> err = NotIdentifiableError("m and k only enter as k/m", ("m", "k"), (1.0, 0.0))
+        >>> isinstance(err, ValueError), err.parameters
+        (True, ('m', 'k'))
+    """
+
+    def __init__(self, message: str, parameters: Sequence[str], singular_values: Sequence[float]):
+        super().__init__(message)
+        self.parameters = tuple(parameters)
+        self.singular_values = tuple(float(s) for s in singular_values)
+
+
+# --- parameters ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One fitted entry of θ: ``theta[field][index]``, its start and its bounds.
+
+    Attributes:
+        field: the key of θ (a dict) that holds it, e.g. ``"k"`` or ``"body_mass"``.
+        index: the element of ``theta[field]`` (``()`` for a scalar, an int or a tuple).
+        start: the starting value (default: the value in θ).
+        lower, upper: bounds (default unbounded); the start must lie strictly inside.
+        name: the name results and errors use (default ``field`` or ``field[index]``).
+
+    Example:
+        >>> from diffsim import Parameter
+        >>> Parameter("k", start=20.0, lower=0.0).label, Parameter("m", 1).label
+        ('k', 'm[1]')
+    """
+
+    field: str
+    index: int | tuple[int, ...] = ()
+    start: float | None = None
+    lower: float = -math.inf
+    upper: float = math.inf
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.name is not None:
+            return self.name
+        idx = self.index if isinstance(self.index, tuple) else (self.index,)
+        return self.field if not idx else f"{self.field}[{','.join(map(str, idx))}]"
+
+    @property
+    def kind(self) -> str:
+        lo, hi = math.isfinite(self.lower), math.isfinite(self.upper)
+        return {(False, False): "free", (True, False): "lower", (False, True): "upper"}.get(
+            (lo, hi), "both"
+        )
+
+
+_MJ_OBJECTS = {"body": "mjOBJ_BODY", "geom": "mjOBJ_GEOM", "jnt": "mjOBJ_JOINT",
+               "actuator": "mjOBJ_ACTUATOR", "dof": "mjOBJ_JOINT"}  # fmt: skip
+
+
+def parse_parameters(
+    spec: str | Sequence[str],
+    theta: Mapping[str, Any],
+    *,
+    model: Any = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    start: Mapping[str, float] | None = None,
+) -> tuple[Parameter, ...]:
+    """Parameters from names: ``"k"``, ``"m[1]"``, ``"geom_friction[0,0]"`` or, for a MuJoCo
+    model, ``"body_mass:box"`` (field, then the element's name; a 2-D field's column 0).
+
+    Args:
+        spec: comma-separated names, or a sequence of them.
+        theta: the θ they index (a dict of arrays: sets the fields and shapes accepted).
+        model: a ``mujoco.MjModel`` to resolve ``field:element`` names (bodies for
+            ``body_*``, geoms for ``geom_*``, joints for ``jnt_*`` and ``dof_*``,
+            actuators for ``actuator_*``).
+        bounds: ``{name: (lower, upper)}`` (``±inf`` for none).
+        start: ``{name: value}`` starting values.
+
+    Raises:
+        ValueError: an empty spec, an unknown field (the message lists θ's), an element
+            name the model lacks (listed), an index outside the field's shape, bounds or
+            starts naming no parsed parameter.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim import parse_parameters
+        >>> theta = {"m": jnp.array([1.0, 1.5]), "k": jnp.array(20.0)}
+        >>> [p.label for p in parse_parameters("m[1], k", theta, bounds={"k": (0, 100)})]
+        ['m[1]', 'k']
+    """
+    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec)]
+    names = [s for s in names if s]
+    if not names:
+        raise ValueError("the parameters to fit must name at least one entry of theta, got none")
+    if not isinstance(theta, Mapping):
+        raise ValueError(f"theta must be a dict of arrays, got {type(theta).__name__}")
+    bounds, start = dict(bounds or {}), dict(start or {})
+    out = []
+    for text in names:
+        m = re.fullmatch(r"([A-Za-z_]\w*)(?::([^\[\]]+))?(?:\[([\d,\s]+)\])?", text)
+        if m is None:
+            raise ValueError(
+                f"parameter {text!r} must read 'field', 'field[i]', 'field[i,j]' or "
+                f"'field:element' (a MuJoCo element's name)"
+            )
+        fld, element, index_text = m.group(1), m.group(2), m.group(3)
+        if fld not in theta:
+            raise ValueError(
+                f"parameter {text!r}: theta has no field {fld!r}; fields: {', '.join(theta)}"
+            )
+        shape = tuple(np.shape(theta[fld]))
+        index: tuple[int, ...] = ()
+        if element is not None:
+            index = (_element_id(model, fld, element.strip(), text),)
+        if index_text is not None:
+            index = index + tuple(int(i) for i in index_text.split(","))
+        if len(index) < len(shape):  # a row of a 2-D field: its first column
+            if element is None and index_text is None and shape == (1,):
+                index = (0,)
+            elif element is None and index_text is None:
+                raise ValueError(
+                    f"parameter {text!r}: theta[{fld!r}] has shape {shape}; name one element, "
+                    f"e.g. '{fld}[{','.join('0' * len(shape))}]'"
+                )
+            else:
+                index = index + (0,) * (len(shape) - len(index))
+        if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)):
+            raise ValueError(
+                f"parameter {text!r}: index {index} is outside theta[{fld!r}]'s shape {shape}"
+            )
+        lo, hi = bounds.pop(text, (-math.inf, math.inf))
+        out.append(Parameter(fld, index, start.pop(text, None), float(lo), float(hi), name=text))
+    for what, left in (("bounds", bounds), ("start", start)):
+        if left:
+            raise ValueError(
+                f"{what} name {', '.join(map(repr, left))}, which are not fitted; fitted: "
+                f"{', '.join(p.label for p in out)}"
+            )
+    return tuple(out)
+
+
+def _element_id(model: Any, fld: str, element: str, text: str) -> int:
+    if model is None:
+        raise ValueError(f"parameter {text!r} names an element: pass the MuJoCo model")
+    import mujoco  # only with a model  # pyright: ignore[reportMissingImports]
+
+    prefix = fld.split("_", 1)[0]
+    if prefix not in _MJ_OBJECTS:
+        raise ValueError(f"parameter {text!r}: field {fld!r} has no named elements; use {fld}[i]")
+    obj = getattr(mujoco.mjtObj, _MJ_OBJECTS[prefix])
+    i = mujoco.mj_name2id(model, obj, element)
+    if i < 0:
+        count = {"body": model.nbody, "geom": model.ngeom, "jnt": model.njnt,
+                 "dof": model.njnt, "actuator": model.nu}[prefix]  # fmt: skip
+        known = [mujoco.mj_id2name(model, obj, k) for k in range(count)]
+        raise ValueError(
+            f"parameter {text!r}: the model has no {prefix} named {element!r}; "
+            f"{prefix}s: {', '.join(k for k in known if k) or 'none named'}"
+        )
+    if prefix == "dof":
+        return int(model.jnt_dofadr[i])
+    return int(i)
+
+
+# --- recordings ------------------------------------------------------------------------------
+
+
+def default_observe(state: Any) -> Signals:
+    """The signals a state shows by default: ``{"qpos", "qvel"}`` of an MJX state, or
+    positions and velocities of an ``(x, v)`` state (each raveled to a vector).
+
+    Example:
+        >>> from diffsim import default_observe
+        >>> {k: v.tolist() for k, v in default_observe((1.0, -2.0)).items()}
+        {'qpos': [1.0], 'qvel': [-2.0]}
+    """
+    if hasattr(state, "qpos") and hasattr(state, "qvel"):
+        return {"qpos": state.qpos, "qvel": state.qvel}
+    if isinstance(state, tuple) and len(state) == 2:
+        return {"qpos": jnp.ravel(jnp.asarray(state[0])), "qvel": jnp.ravel(jnp.asarray(state[1]))}
+    raise TypeError(
+        "the state is neither an MJX state nor an (x, v) pair: pass observe=state -> "
+        "{signal: vector}"
+    )
+
+
+class Recording(eqx.Module):
+    """One recorded trajectory: where it started, the controls, what was observed.
+
+    Attributes:
+        s0: the initial state (the step's state pytree), taken as known.
+        signals: ``{name: (T + 1, k) array}``, row t observed at step t (row 0 at ``s0``,
+            not fitted); NaN marks a missing sample.
+        inputs: per-step controls, leading axis T (``u_t`` drives step t → t+1), or
+            ``None``.
+        weights: ``{name: scalar, (k,) or (T + 1, k)}`` multiplying that signal's residuals
+            (1/σ of its noise), default 1.
+        time: the sample times (T + 1,), s, or ``None``; checked against the step's ``h``.
+
+    Example:
+        >>> import numpy as np
+        >>> from diffsim import Recording
+        >>> rec = Recording((0.0, 1.0), {"qpos": np.array([[0.0], [0.1], [np.nan]])})
+        >>> rec.num_steps, rec.num_samples
+        (2, 1)
+    """
+
+    s0: Any
+    signals: dict[str, Any]
+    inputs: Any = None
+    weights: dict[str, Any] | None = None
+    time: Any = None
+
+    @property
+    def num_steps(self) -> int:
+        return int(np.shape(next(iter(self.signals.values())))[0]) - 1
+
+    @property
+    def num_samples(self) -> int:
+        """Observed (non-missing) samples after row 0: the residuals this recording gives."""
+        return int(sum(np.sum(np.isfinite(np.asarray(v)[1:])) for v in self.signals.values()))
+
+
+def _check_recording(i: int, rec: Recording, h: float | None) -> None:
+    where = f"recordings[{i}]"
+    if not isinstance(rec, Recording):
+        raise TypeError(f"{where} must be a diffsim.Recording, got {type(rec).__name__}")
+    if not rec.signals:
+        raise ValueError(f"{where}.signals is empty: record at least one signal")
+    lengths = {k: np.shape(v) for k, v in rec.signals.items()}
+    for k, shp in lengths.items():
+        if len(shp) != 2 or shp[0] < 2:
+            raise ValueError(
+                f"{where}.signals[{k!r}] must have shape (T + 1, k) with T >= 1, got {shp}"
+            )
+        arr = np.asarray(rec.signals[k], dtype=float)
+        if np.any(np.isinf(arr)):
+            raise ValueError(f"{where}.signals[{k!r}] holds inf: use NaN for a missing sample")
+    rows = {shp[0] for shp in lengths.values()}
+    if len(rows) != 1:
+        raise ValueError(f"{where}: signals must have the same number of rows, got {lengths}")
+    T = rows.pop() - 1
+    for leaf in jax.tree_util.tree_leaves(rec.inputs):
+        if np.ndim(leaf) == 0 or np.shape(leaf)[0] != T:
+            raise ValueError(
+                f"{where}.inputs must have leading axis T = {T} (one control per step), got "
+                f"a leaf of shape {np.shape(leaf)}"
+            )
+        if not np.all(np.isfinite(np.asarray(leaf, dtype=float))):
+            raise ValueError(f"{where}.inputs must be finite")
+    for leaf in jax.tree_util.tree_leaves(rec.s0):
+        if not np.all(np.isfinite(np.asarray(leaf, dtype=float))):
+            raise ValueError(f"{where}.s0 must be finite")
+    for k, w in (rec.weights or {}).items():
+        if k not in rec.signals:
+            raise ValueError(f"{where}.weights names {k!r}, not a signal: {', '.join(rec.signals)}")
+        w = np.asarray(w, dtype=float)
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ValueError(f"{where}.weights[{k!r}] must be finite and >= 0")
+    if rec.time is not None:
+        t = np.asarray(rec.time, dtype=float)
+        if t.shape != (T + 1,) or not np.all(np.isfinite(t)):
+            raise ValueError(f"{where}.time must be finite with shape ({T + 1},), got {t.shape}")
+        if h is not None and not np.allclose(np.diff(t), h, rtol=1e-6, atol=1e-9):
+            raise ValueError(
+                f"{where}.time is not sampled at the step's h = {h:g} s (spacing "
+                f"{np.diff(t).min():g} to {np.diff(t).max():g} s): record every step or "
+                f"build the step with that h"
+            )
+
+
+def simulate_recording(
+    step: Callable[..., Any],
+    s0: Any,
+    theta: Any,
+    num_steps: int,
+    *,
+    inputs: Any = None,
+    observe: Callable[[Any], Signals] = default_observe,
+    noise: float | Mapping[str, float] = 0.0,
+    key: Any = None,
+) -> Recording:
+    """A synthetic recording: roll ``step`` out at the true ``theta`` and observe it, with
+    Gaussian noise of standard deviation ``noise`` (per signal if a dict) on rows 1..T.
+
+    Example:
+        >>> from diffsim import simulate_recording
+        >>> from diffsim.systems import free_particle
+        >>> sys = free_particle(h=0.5, a=0.0, v0=2.0)
+        >>> rec = simulate_recording(sys.step, sys.s0, sys.theta, 2)
+        >>> rec.signals["qpos"].ravel().tolist()
+        [0.0, 1.0, 2.0]
+    """
+    num_steps = check_int("num_steps", num_steps, minimum=1)
+    traj = rollout(step, s0, theta, num_steps, inputs=inputs)
+    signals = {k: np.asarray(v) for k, v in jax.vmap(observe)(traj).items()}
+    sigmas = noise if isinstance(noise, Mapping) else dict.fromkeys(signals, noise)
+    for k, sd in sigmas.items():
+        if k not in signals:
+            raise ValueError(f"noise names {k!r}, not a signal: {', '.join(signals)}")
+        if not (math.isfinite(sd) and sd >= 0):
+            raise ValueError(f"noise[{k!r}] must be a finite standard deviation >= 0, got {sd}")
+    if any(sd > 0 for sd in sigmas.values()):
+        if key is None:
+            raise ValueError("key must be a jax.random key when noise > 0")
+        for k, sub in zip(sorted(sigmas), jax.random.split(key, len(sigmas))):
+            eps = np.asarray(jax.random.normal(sub, signals[k].shape, signals[k].dtype))
+            eps[0] = 0.0  # the initial state is known
+            signals[k] = signals[k] + sigmas[k] * eps
+    h = getattr(step, "h", None)
+    t = None if h is None else float(h) * np.arange(num_steps + 1)
+    return Recording(s0, signals, inputs, None, t)
+
+
+def save_recording(path: str | os.PathLike, rec: Recording) -> None:
+    """Write a recording as ``.npz`` or ``.csv`` (by suffix): columns ``time``, the signals
+    (``qpos``, ``qvel``, ``sensordata``: MuJoCo's names) and ``ctrl``, one row per sample
+    (T + 1 rows; ``ctrl``'s last row repeats the one before). CSV headers are ``time,
+    qpos_0, qpos_1, ..., ctrl_0, ...``; an empty CSV cell or NaN is a missing sample.
+
+    Example:
+        >>> import os, tempfile
+        >>> from diffsim import Recording, load_recording, save_recording
+        >>> rec = Recording((0.0, 1.0), {"qpos": [[0.0], [0.1]], "qvel": [[1.0], [1.0]]},
+        ...                 time=[0.0, 0.1])
+        >>> path = os.path.join(tempfile.mkdtemp(), "rec.csv")
+        >>> save_recording(path, rec)
+        >>> load_recording(path).signals["qpos"].ravel().tolist()
+        [0.0, 0.1]
+    """
+    cols = _columns(rec)
+    path = os.fspath(path)
+    if path.endswith(".npz"):
+        np.savez(path, **cols)  # pyright: ignore[reportArgumentType]
+    elif path.endswith(".csv"):
+        header, data = [], []
+        for k, v in cols.items():
+            v = np.asarray(v, dtype=float).reshape(v.shape[0], -1)
+            header += [k] if k == "time" else [f"{k}_{j}" for j in range(v.shape[1])]
+            data.append(v)
+        np.savetxt(path, np.hstack(data), delimiter=",", header=",".join(header), comments="")
+    else:
+        raise ValueError(f"path must end in .npz or .csv, got {path!r}")
+
+
+def _columns(rec: Recording) -> dict[str, np.ndarray]:
+    T = rec.num_steps
+    unknown = set(rec.signals) - set(FILE_SIGNALS)
+    if unknown:
+        raise ValueError(
+            f"a recording file holds the signals {', '.join(FILE_SIGNALS)}; this one also has "
+            f"{', '.join(sorted(unknown))}"
+        )
+    t = rec.time if rec.time is not None else np.arange(T + 1, dtype=float)
+    cols: dict[str, np.ndarray] = {"time": np.asarray(t, dtype=float)}
+    cols.update({k: np.asarray(v, dtype=float) for k, v in rec.signals.items()})
+    if rec.inputs is not None:
+        u = np.asarray(rec.inputs, dtype=float).reshape(T, -1)
+        cols["ctrl"] = np.concatenate([u, u[-1:]])
+    return cols
+
+
+def load_recording(
+    path: str | os.PathLike,
+    *,
+    initial_state: Callable[[Any, Any], Any] | None = None,
+    signals: Sequence[str] | None = None,
+) -> Recording:
+    """Read a recording written by :func:`save_recording` (or by hand: ``.npz`` arrays or
+    ``.csv`` columns named as there). ``time`` and ``qpos`` are required; the initial state
+    is ``initial_state(qpos[0], qvel[0])`` (default the pair ``(qpos[0], qvel[0])``;
+    an MJX step's ``step.initial_state``); ``ctrl`` row t drives step t → t+1.
+
+    Args:
+        path: a ``.npz`` or ``.csv`` file.
+        initial_state: builds the state from the first row's ``qpos`` and ``qvel``.
+        signals: the signals to fit (default every one the file has).
+
+    Raises:
+        ValueError: a missing file or column, rows that disagree, a non-finite time, an
+            initial row with NaN.
+
+    Example:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from diffsim import load_recording
+        >>> path = os.path.join(tempfile.mkdtemp(), "ball.npz")
+        >>> np.savez(path, time=[0.0, 0.01], qpos=[[1.0], [0.99]], qvel=[[-1.0], [-1.0]])
+        >>> rec = load_recording(path, initial_state=lambda q, v: (q[0], v[0]))
+        >>> [float(x) for x in rec.s0], rec.num_steps
+        ([1.0, -1.0], 1)
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"recording file {path!r} not found")
+    cols: dict[str, np.ndarray] = {}
+    if path.endswith(".npz"):
+        with np.load(path) as f:
+            cols = {k: np.asarray(f[k], dtype=float) for k in f.files}
+        cols = {k: (v[:, None] if v.ndim == 1 and k != "time" else v) for k, v in cols.items()}
+    elif path.endswith(".csv"):
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+        if len(rows) < 3:
+            raise ValueError(f"recording file {path!r}: a header and at least two rows needed")
+        header = [h.strip().lstrip("# ") for h in rows[0]]
+        try:
+            data = np.array([[float(c) if c.strip() else np.nan for c in r] for r in rows[1:]])
+        except ValueError as err:
+            raise ValueError(f"recording file {path!r}: {err}") from None
+        if data.ndim != 2 or data.shape[1] != len(header):
+            raise ValueError(f"recording file {path!r}: every row needs {len(header)} cells")
+        groups: dict[str, list[int]] = {}
+        for j, h in enumerate(header):
+            groups.setdefault(re.sub(r"_\d+$", "", h), []).append(j)
+        cols = {k: data[:, idx] for k, idx in groups.items()}
+        if "time" in cols:
+            cols["time"] = cols["time"][:, 0]
+    else:
+        raise ValueError(f"recording file must end in .npz or .csv, got {path!r}")
+    for need in ("time", "qpos"):
+        if need not in cols:
+            raise ValueError(
+                f"recording file {path!r} has no {need!r} column; columns: {', '.join(cols)}"
+            )
+    t = cols["time"]
+    if t.ndim != 1 or t.shape[0] < 2 or not np.all(np.isfinite(t)):
+        raise ValueError(f"recording file {path!r}: time must be finite with >= 2 rows")
+    n = t.shape[0]
+    for k, v in cols.items():
+        if v.shape[0] != n:
+            raise ValueError(f"recording file {path!r}: {k!r} has {v.shape[0]} rows, time {n}")
+    unknown = set(cols) - {"time", "ctrl", *FILE_SIGNALS}
+    if unknown:
+        raise ValueError(
+            f"recording file {path!r}: unknown columns {', '.join(sorted(unknown))}; accepted: "
+            f"time, ctrl, {', '.join(FILE_SIGNALS)}"
+        )
+    present = [k for k in FILE_SIGNALS if k in cols]
+    chosen = list(signals) if signals is not None else present
+    for k in chosen:
+        if k not in cols:
+            raise ValueError(f"signals names {k!r}, not in {path!r}: {', '.join(present)}")
+    q0 = cols["qpos"][0]
+    v0 = cols["qvel"][0] if "qvel" in cols else np.zeros_like(q0)
+    if not (np.all(np.isfinite(q0)) and np.all(np.isfinite(v0))):
+        raise ValueError(f"recording file {path!r}: the first row (the initial state) has NaN")
+    build = initial_state or (lambda q, v: (q, v))
+    ctrl = cols.get("ctrl")
+    return Recording(
+        build(q0, v0),
+        {k: cols[k] for k in chosen},
+        None if ctrl is None else ctrl[:-1],
+        None,
+        t,
+    )
+
+
+# --- the fit ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IdentifyResult:
+    """What :func:`identify` found.
+
+    Attributes:
+        names: the fitted parameters' names.
+        theta: ``{name: estimate}``; ``theta_full``: θ with the estimates put in.
+        start: ``{name: start}``.
+        std_error, interval_low, interval_high: standard errors and 95 % intervals
+            (``inf`` / ``∓inf`` for a parameter the data do not determine).
+        covariance: (p, p), in the parameters' units.
+        residual: the root mean square of the weighted residuals at θ̂; ``residual_start``
+            at the start; ``residual_per_signal``: ``{signal: RMS}``.
+        cost: ½‖r‖² at θ̂. ``num_samples``: N, observed samples.
+        singular_values: relative singular values of the column-normalised Jacobian.
+        unidentifiable: names of parameters the data do not determine at θ̂.
+        converged: whether Levenberg–Marquardt met its tolerances within ``max_steps``.
+        message: why it stopped.
+        iterations: solver steps; ``evaluations``: rollouts (of all recordings) with
+            their Jacobians; ``rollout_equivalents``: evaluations × (1 + p) (one per
+            forward-mode tangent).
+        jacobian_mode, seconds: how the Jacobian was computed, and the wall time.
+        history: ``{"cost": (k,), "theta": (k, p)}``: the accepted iterates.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim import identify, simulate_recording, Parameter
+        >>> step = lambda s, th: (s[0] + 0.1 * s[1], s[1] - 0.1 * th["c"] * s[1])
+        >>> rec = simulate_recording(step, (0.0, 1.0), {"c": jnp.array(0.5)}, 20)
+        >>> res = identify(step, rec, {"c": jnp.array(1.0)}, [Parameter("c", lower=0.0)])
+        >>> round(res.theta["c"], 6), res.converged
+        (0.5, True)
+    """
+
+    names: tuple[str, ...]
+    theta: dict[str, float]
+    theta_full: Any
+    start: dict[str, float]
+    std_error: dict[str, float]
+    interval_low: dict[str, float]
+    interval_high: dict[str, float]
+    covariance: np.ndarray
+    residual: float
+    residual_start: float
+    residual_per_signal: dict[str, float]
+    cost: float
+    num_samples: int
+    singular_values: tuple[float, ...]
+    unidentifiable: tuple[str, ...]
+    converged: bool
+    message: str
+    iterations: int
+    evaluations: int
+    rollout_equivalents: int
+    jacobian_mode: str
+    seconds: float
+    history: dict[str, np.ndarray] = field(repr=False)
+
+    def __repr__(self) -> str:
+        lines = [
+            f"IdentifyResult({'converged' if self.converged else 'NOT converged'}: "
+            f"{self.message}; {self.iterations} iterations, {self.evaluations} evaluations, "
+            f"{self.seconds:.2f} s)",
+            f"  residual RMS {self.residual:.4g} (start {self.residual_start:.4g}), "
+            f"N = {self.num_samples}",
+        ]
+        for n in self.names:
+            lines.append(
+                f"  {n:>20s} = {self.theta[n]:.6g} ± {self.std_error[n]:.3g}   "
+                f"95% [{self.interval_low[n]:.6g}, {self.interval_high[n]:.6g}]"
+                f"   (start {self.start[n]:.6g})"
+            )
+        if self.unidentifiable:
+            lines.append(f"  not identifiable from these data: {', '.join(self.unidentifiable)}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The result as plain numbers and lists (what ``diffsim identify --json`` prints)."""
+        return {
+            "parameters": list(self.names),
+            "theta": [self.theta[n] for n in self.names],
+            "std_error": [self.std_error[n] for n in self.names],
+            "interval_low": [self.interval_low[n] for n in self.names],
+            "interval_high": [self.interval_high[n] for n in self.names],
+            "start": [self.start[n] for n in self.names],
+            "residual": self.residual,
+            "residual_start": self.residual_start,
+            "residual_per_signal": self.residual_per_signal,
+            "num_samples": self.num_samples,
+            "singular_values": list(self.singular_values),
+            "unidentifiable": list(self.unidentifiable),
+            "converged": self.converged,
+            "message": self.message,
+            "iterations": self.iterations,
+            "evaluations": self.evaluations,
+            "rollout_equivalents": self.rollout_equivalents,
+            "method": f"Levenberg-Marquardt (optimistix), exact {self.jacobian_mode} Jacobian",
+            "seconds": self.seconds,
+        }
+
+
+def _to_z(p: Parameter, x: float, scale: float) -> float:
+    if p.kind == "free":
+        return (x - p.start) / scale if p.start is not None else 0.0  # pragma: no cover
+    if p.kind == "lower":
+        return math.log(x - p.lower)
+    if p.kind == "upper":
+        return math.log(p.upper - x)
+    u = (x - p.lower) / (p.upper - p.lower)
+    return math.log(u / (1 - u))
+
+
+def _from_z(kind: str, lo: float, hi: float, x0: float, scale: float, z):
+    if kind == "free":
+        return x0 + scale * z
+    if kind == "lower":
+        return lo + jnp.exp(z)
+    if kind == "upper":
+        return hi - jnp.exp(z)
+    return lo + (hi - lo) * jax.nn.sigmoid(z)
+
+
+class _Data(eqx.Module):
+    s0: Any  # stacked over recordings
+    inputs: Any  # (R, T, ...) or None
+    observed: dict[str, Any]  # (R, T, k), NaN replaced by 0
+    mask: dict[str, Any]  # (R, T, k) bool
+    weights: dict[str, Any]  # (R, T, k)
+
+
+def _stack(recordings: Sequence[Recording], dtype) -> tuple[_Data, int]:
+    T = max(r.num_steps for r in recordings)
+    names = list(recordings[0].signals)
+    for i, r in enumerate(recordings):
+        if list(r.signals) != names:
+            raise ValueError(
+                f"recordings[{i}] has the signals {list(r.signals)}, recordings[0] {names}: "
+                f"every recording must observe the same signals"
+            )
+    obs, mask, wts = {}, {}, {}
+    for k in names:
+        widths = {np.shape(r.signals[k])[1] for r in recordings}
+        if len(widths) != 1:
+            raise ValueError(f"signal {k!r} has different widths across recordings: {widths}")
+        rows, ms, ws = [], [], []
+        for r in recordings:
+            y = np.asarray(r.signals[k], dtype=float)[1:]
+            w = np.broadcast_to(
+                np.asarray((r.weights or {}).get(k, 1.0), dtype=float),
+                np.asarray(r.signals[k]).shape,
+            )[1:]
+            pad = T - y.shape[0]
+            y = np.concatenate([y, np.full((pad, y.shape[1]), np.nan)])
+            w = np.concatenate([w, np.zeros((pad, y.shape[1]))])
+            ms.append(np.isfinite(y) & (w > 0))
+            rows.append(np.where(np.isfinite(y), y, 0.0))
+            ws.append(w)
+        obs[k] = jnp.asarray(np.stack(rows), dtype)
+        mask[k] = jnp.asarray(np.stack(ms))
+        wts[k] = jnp.asarray(np.stack(ws), dtype)
+
+    def pad_inputs(r: Recording):
+        return jax.tree_util.tree_map(
+            lambda a: jnp.concatenate(
+                [
+                    jnp.asarray(a),
+                    jnp.zeros((T - np.shape(a)[0],) + np.shape(a)[1:], jnp.asarray(a).dtype),
+                ]
+            ),
+            r.inputs,
+        )
+
+    has_inputs = [r.inputs is not None for r in recordings]
+    if any(has_inputs) and not all(has_inputs):
+        raise ValueError("either every recording has inputs (controls) or none has")
+    inputs = None
+    if all(has_inputs):
+        inputs = jax.tree_util.tree_map(
+            lambda *a: jnp.stack(a), *[pad_inputs(r) for r in recordings]
+        )
+    s0 = jax.tree_util.tree_map(
+        lambda *a: jnp.stack([jnp.asarray(x) for x in a]), *[r.s0 for r in recordings]
+    )
+    return _Data(s0, inputs, obs, mask, wts), T
+
+
+class _Problem(eqx.Module):
+    step: Any  # a pytree (an eqx.Module step) or an opaque callable: filter_jit sorts it
+    observe: Any
+    params: tuple[Parameter, ...] = eqx.field(static=True)
+    num_steps: int = eqx.field(static=True)
+    base: Any  # θ with the fixed values
+    data: _Data
+
+    def theta_of(self, x):
+        theta = dict(self.base)
+        for j, p in enumerate(self.params):
+            theta[p.field] = jnp.asarray(theta[p.field]).at[p.index].set(x[j])
+        return theta
+
+    def residuals(self, x):
+        """Weighted residuals (masked samples 0), one flat vector, for physical values x."""
+        theta = self.theta_of(x)
+
+        def one(s0, u):
+            traj = rollout(self.step, s0, theta, self.num_steps, inputs=u, include_initial=False)
+            return jax.vmap(self.observe)(traj)
+
+        in_axes = (0, None if self.data.inputs is None else 0)
+        pred = jax.vmap(one, in_axes=in_axes)(self.data.s0, self.data.inputs)
+        out = []
+        for k in self.data.observed:
+            d = self.data
+            diff = (jnp.asarray(pred[k]).reshape(d.observed[k].shape) - d.observed[k]) * d.weights[
+                k
+            ]
+            out.append(jnp.where(d.mask[k], diff, 0.0).ravel())
+        return jnp.concatenate(out)
+
+
+class _Fit(eqx.Module):
+    problem: _Problem
+    lo: Any
+    hi: Any
+    x0: Any
+    scale: Any
+
+    def physical(self, z):
+        return jnp.stack(
+            [
+                _from_z(p.kind, self.lo[j], self.hi[j], self.x0[j], self.scale[j], z[j])
+                for j, p in enumerate(self.problem.params)
+            ]
+        )
+
+    def residuals_z(self, z, args):
+        return self.problem.residuals(self.physical(z)), None
+
+
+@eqx.filter_jit
+def _jacobian(problem: _Problem, x):
+    r, lin = jax.linearize(problem.residuals, x)
+    J = jax.vmap(lin, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
+    return r, J
+
+
+@eqx.filter_jit
+def _solve(fit: _Fit, z0, rtol: float, atol: float, max_steps: int, jac: str):
+    solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
+    fn = fit.residuals_z
+    options = {"jac": jac}
+    f_struct = jax.eval_shape(lambda z: fn(z, None)[0], z0)
+    state = solver.init(fn, z0, None, options, f_struct, None, frozenset())
+    hist_z = jnp.full((max_steps + 1, z0.shape[0]), jnp.nan, z0.dtype)
+    hist_c = jnp.full((max_steps + 1,), jnp.nan, z0.dtype)
+
+    dynamic, static = eqx.partition(state, eqx.is_array)  # the Jacobian's jaxpr is static
+
+    def cond(carry):
+        _, dyn, k, _, _ = carry
+        st = eqx.combine(dyn, static)
+        done, result = solver.terminate(fn, z0, None, options, st, frozenset())
+        return (~done) & (result == optx.RESULTS.successful) & (k < max_steps)
+
+    def body(carry):
+        z, dyn, k, hz, hc = carry
+        z, st, _ = solver.step(fn, z, None, options, eqx.combine(dyn, static), frozenset())
+        cost = 0.5 * jnp.sum(st.f_info.residual**2)
+        return z, eqx.filter(st, eqx.is_array), k + 1, hz.at[k].set(z), hc.at[k].set(cost)
+
+    z, dynamic, k, hist_z, hist_c = jax.lax.while_loop(cond, body, (z0, dynamic, 0, hist_z, hist_c))
+    state = eqx.combine(dynamic, static)
+    done, result = solver.terminate(fn, z, None, options, state, frozenset())
+    ok = done & (result == optx.RESULTS.successful)
+    return z, k, ok, hist_z, hist_c
+
+
+def identify(
+    step: Callable[..., Any],
+    recordings: Recording | Sequence[Recording],
+    theta: Mapping[str, Any],
+    parameters: str | Sequence[str | Parameter],
+    *,
+    observe: Callable[[Any], Signals] = default_observe,
+    model: Any = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    max_steps: int = 100,
+    rtol: float | None = None,
+    atol: float | None = None,
+    rank_rtol: float | None = None,
+) -> IdentifyResult:
+    r"""Fit ``parameters`` of θ so that ``step`` reproduces ``recordings`` (module docstring:
+    the least-squares problem, the bounds, the intervals, identifiability).
+
+    Args:
+        step: the diffsim step ``step(state, theta[, u])`` (a system's step, a
+            ``WithContact``, an ``MjxStep``, ...).
+        recordings: one :class:`Recording` or several (of any lengths: shorter ones are
+            padded with missing samples; all run as one ``vmap``).
+        theta: the full θ, a dict: the fixed values and the default starts.
+        parameters: what to fit: :class:`Parameter` objects or names as
+            :func:`parse_parameters` reads them (``"k"``, ``"m[1]"``, ``"body_mass:box"``).
+        observe: ``state -> {signal: vector}`` for the recorded signals (default
+            :func:`default_observe`); signals it gives that a recording lacks are ignored.
+        model: the ``mujoco.MjModel`` for ``field:element`` names.
+        bounds: ``{name: (lower, upper)}`` for parameters given by name.
+        max_steps: Levenberg–Marquardt steps at most (>= 1).
+        rtol, atol: the solver's tolerances (Optimistix's Cauchy criterion on the step
+            and the residual change); default 1e-8 in float64, 1e-5 in float32.
+        rank_rtol: relative singular value below which a direction is not identified;
+            default 10·√ε (1.5e-7 in float64, 3.5e-3 in float32).
+
+    Returns:
+        :class:`IdentifyResult`.
+
+    Raises:
+        ValueError: an empty parameter set, unknown fields or names, bounds that exclude
+            the start, a start that is not finite, recordings whose shapes, signals or
+            times do not match the step or each other, non-finite data, fewer observed
+            samples than parameters. :class:`NotIdentifiableError` (a ``ValueError``) when
+            the Jacobian at the start is rank-deficient: the message names the parameters.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim import identify, simulate_recording
+        >>> from diffsim.systems import nonlinear_spring
+        >>> sys = nonlinear_spring(h=0.01, m=1.0, k=4.0, k3=2.0, c=0.3)
+        >>> rec = simulate_recording(sys.step, sys.s0, sys.theta, 300)
+        >>> start = dict(sys.theta, k=jnp.array(3.0), c=jnp.array(0.1))
+        >>> res = identify(sys.step, rec, start, "k, c", bounds={"k": (0, 10), "c": (0, 1)})
+        >>> round(res.theta["k"], 6), round(res.theta["c"], 6)
+        (4.0, 0.3)
+    """
+    t_start = time.perf_counter()
+    recs = [recordings] if isinstance(recordings, Recording) else list(recordings)
+    if not recs:
+        raise ValueError("recordings must hold at least one Recording, got none")
+    if not isinstance(theta, Mapping):
+        raise ValueError(f"theta must be a dict of arrays, got {type(theta).__name__}")
+    theta = {k: jnp.asarray(v) for k, v in theta.items()}
+    for k, v in theta.items():
+        if not bool(jnp.all(jnp.isfinite(v))):
+            raise ValueError(f"theta[{k!r}] must be finite")
+    if isinstance(parameters, str) or (parameters and all(isinstance(p, str) for p in parameters)):
+        params = parse_parameters(parameters, theta, model=model, bounds=bounds)  # type: ignore[arg-type]
+    else:
+        if not parameters:
+            raise ValueError("parameters must name at least one entry of theta, got none")
+        params = tuple(
+            p if isinstance(p, Parameter) else parse_parameters([p], theta, model=model)[0]
+            for p in parameters
+        )
+        if bounds:
+            raise ValueError("bounds applies to parameters given by name; set Parameter bounds")
+    labels = [p.label for p in params]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"parameters must be distinct, got {labels}")
+    max_steps = check_int("max_steps", max_steps, minimum=1)
+    dtype = jnp.result_type(float)
+    eps = float(jnp.finfo(dtype).eps)
+    rtol = (1e-8 if eps < 1e-10 else 1e-5) if rtol is None else float(rtol)
+    atol = (1e-8 if eps < 1e-10 else 1e-5) if atol is None else float(atol)
+    rank_rtol = 10 * math.sqrt(eps) if rank_rtol is None else float(rank_rtol)
+
+    # starting values and bounds
+    resolved = []
+    for p in params:
+        if p.field not in theta:
+            raise ValueError(
+                f"parameter {p.label!r}: theta has no field {p.field!r}; fields: {', '.join(theta)}"
+            )
+        try:
+            value = float(theta[p.field][p.index]) if p.start is None else float(p.start)
+        except (IndexError, TypeError):
+            raise ValueError(
+                f"parameter {p.label!r}: index {p.index} is outside theta[{p.field!r}]'s shape "
+                f"{tuple(theta[p.field].shape)}"
+            ) from None
+        if not math.isfinite(value):
+            raise ValueError(f"parameter {p.label!r}: the start must be finite, got {value}")
+        if not (p.lower < p.upper) or math.isnan(p.lower) or math.isnan(p.upper):
+            raise ValueError(
+                f"parameter {p.label!r}: bounds must satisfy lower < upper, got "
+                f"({p.lower}, {p.upper})"
+            )
+        if not (p.lower < value < p.upper):
+            raise ValueError(
+                f"parameter {p.label!r}: the start {value:g} must lie strictly inside its "
+                f"bounds ({p.lower:g}, {p.upper:g})"
+            )
+        resolved.append(Parameter(p.field, p.index, value, p.lower, p.upper, p.label))
+    params = tuple(resolved)
+    x0 = np.array([p.start for p in params], dtype=float)
+    scale = np.where(x0 != 0, np.abs(x0), 1.0)
+
+    h = getattr(step, "h", None)
+    h = float(h) if isinstance(h, (int, float)) else None
+    for i, r in enumerate(recs):
+        _check_recording(i, r, h)
+    data, T = _stack(recs, dtype)
+    N = int(sum(int(jnp.sum(m)) for m in data.mask.values()))
+    p_count = len(params)
+    if N <= p_count:
+        raise ValueError(
+            f"the recordings hold {N} observed samples for {p_count} parameters: at least "
+            f"{p_count + 1} are needed (more to estimate the noise)"
+        )
+    # the signals observe gives must cover the recorded ones
+    s0_one = jax.tree_util.tree_map(lambda a: a[0], data.s0)
+    try:
+        shown = jax.eval_shape(observe, s0_one)
+    except TypeError as err:
+        raise TypeError(f"observe could not be applied to the state: {err}") from err
+    missing = [k for k in data.observed if k not in shown]
+    if missing:
+        raise ValueError(
+            f"the recordings hold the signals {', '.join(missing)}, which observe does not give "
+            f"(it gives {', '.join(shown) or 'none'}): pass observe=state -> {{signal: vector}}"
+        )
+    for k in data.observed:
+        width = data.observed[k].shape[-1]
+        if int(np.prod(shown[k].shape)) != width:
+            raise ValueError(
+                f"signal {k!r}: the recording has {width} columns, the model's state gives "
+                f"{int(np.prod(shown[k].shape))}"
+            )
+    observe_recorded = _Subset(observe, tuple(data.observed))
+    problem = _Problem(step, observe_recorded, params, T, theta, data)
+
+    # identifiability at the start
+    x0j = jnp.asarray(x0, dtype)
+    r0, J0 = _jacobian(problem, x0j)
+    _check_finite_jacobian(r0, J0, labels)
+    sv0, V0 = _scaled_svd(np.asarray(J0))
+    bad0 = _unidentified(sv0, V0, labels, rank_rtol)
+    if bad0:
+        raise NotIdentifiableError(
+            f"the recordings do not determine {', '.join(bad0)} at the start (relative "
+            f"singular values of the column-normalised Jacobian {_fmt(sv0)}, threshold "
+            f"{rank_rtol:.2g}): a parameter with no effect on the observed signals, or "
+            f"several that only act together; fix one of them, record other signals, or "
+            f"excite the system differently",
+            bad0,
+            tuple(sv0),
+        )
+
+    # the fit
+    z0 = jnp.asarray([_to_z(p, p.start, s) for p, s in zip(params, scale)], dtype)  # type: ignore[arg-type]
+    fit = _Fit(
+        problem,
+        jnp.asarray([p.lower if math.isfinite(p.lower) else 0.0 for p in params], dtype),
+        jnp.asarray([p.upper if math.isfinite(p.upper) else 0.0 for p in params], dtype),
+        x0j,
+        jnp.asarray(scale, dtype),
+    )
+    # forward mode: one tangent per parameter beats one backward pass per residual
+    jac = "fwd" if p_count <= N else "bwd"
+    z, k, ok, hist_z, hist_c = _solve(fit, z0, rtol, atol, max_steps, jac)
+    k = int(k)
+    x_hat = fit.physical(z)
+    r, J = _jacobian(problem, x_hat)
+    r, J = np.asarray(r, dtype=float), np.asarray(J, dtype=float)
+    x_hat = np.asarray(x_hat, dtype=float)
+    finite = bool(np.all(np.isfinite(r)) and np.all(np.isfinite(J)) and np.all(np.isfinite(x_hat)))
+    if not finite:  # never report NaN: the last finite iterate
+        good = np.where(np.isfinite(np.asarray(hist_c[:k])))[0]
+        last = np.asarray(fit.physical(hist_z[good[-1]])) if good.size else x0
+        x_hat = np.asarray(last, dtype=float)
+        r, J = (np.asarray(a, dtype=float) for a in _jacobian(problem, jnp.asarray(x_hat, dtype)))
+    hist_theta = np.asarray(jax.vmap(fit.physical)(hist_z[:k]))
+    hist_cost = np.asarray(hist_c[:k])
+
+    sv, V = _scaled_svd(J)
+    bad = _unidentified(sv, V, labels, rank_rtol)
+    dof = N - p_count
+    s2 = float(r @ r) / dof
+    norms = np.linalg.norm(J, axis=0)
+    D = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+    _, S, Vt = np.linalg.svd(J * D, full_matrices=False)
+    keep = S > rank_rtol * (S[0] if S.size and S[0] > 0 else 1.0)
+    inv = (Vt.T[:, keep] / S[keep] ** 2) @ Vt[keep]
+    cov = s2 * (D[:, None] * inv * D[None, :])
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    se = np.where([n in bad for n in labels], np.inf, se)
+    from scipy import stats  # a dependency of jax
+
+    tq = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof))
+    per_signal = {}
+    offset = 0
+    for key in data.observed:
+        size = int(np.prod(data.observed[key].shape))
+        m = int(jnp.sum(data.mask[key]))
+        seg = r[offset : offset + size]
+        per_signal[key] = float(np.sqrt(seg @ seg / max(m, 1)))
+        offset += size
+    if not finite:
+        message = "the simulation went non-finite; the last finite iterate is reported"
+        ok = False
+    elif bool(ok):
+        message = f"converged (rtol {rtol:g}, atol {atol:g})"
+    else:
+        message = f"did not converge in max_steps = {max_steps} steps; the last iterate is reported"
+    names = tuple(labels)
+    theta_full = problem.theta_of(jnp.asarray(x_hat, dtype))
+    return IdentifyResult(
+        names=names,
+        theta=dict(zip(names, map(float, x_hat))),
+        theta_full=theta_full,
+        start=dict(zip(names, map(float, x0))),
+        std_error=dict(zip(names, map(float, se))),
+        interval_low=dict(zip(names, map(float, x_hat - tq * se))),
+        interval_high=dict(zip(names, map(float, x_hat + tq * se))),
+        covariance=cov,
+        residual=float(np.sqrt(r @ r / N)),
+        residual_start=float(np.sqrt(float(jnp.sum(r0**2)) / N)),
+        residual_per_signal=per_signal,
+        cost=0.5 * float(r @ r),
+        num_samples=N,
+        singular_values=tuple(float(s) for s in sv),
+        unidentifiable=bad,
+        converged=bool(ok),
+        message=message,
+        iterations=k,
+        evaluations=k + 2,
+        rollout_equivalents=(k + 2) * (1 + p_count),
+        jacobian_mode={"fwd": "forward-mode", "bwd": "reverse-mode"}[jac],
+        seconds=time.perf_counter() - t_start,
+        history={"cost": hist_cost, "theta": hist_theta},
+    )
+
+
+class _Subset(eqx.Module):
+    """``observe`` restricted to the recorded signals, each raveled to a vector."""
+
+    observe: Any
+    keys: tuple[str, ...] = eqx.field(static=True)
+
+    def __call__(self, state):
+        out = self.observe(state)
+        return {k: jnp.ravel(jnp.asarray(out[k])) for k in self.keys}
+
+
+def _fmt(sv) -> str:
+    return "[" + ", ".join(f"{s:.2g}" for s in sv) + "]"
+
+
+def _check_finite_jacobian(r, J, labels) -> None:
+    if not bool(jnp.all(jnp.isfinite(r))):
+        raise ValueError("the simulation at the start gives non-finite observations: change it")
+    bad = [labels[j] for j in range(J.shape[1]) if not bool(jnp.all(jnp.isfinite(J[:, j])))]
+    if bad:
+        raise ValueError(f"the Jacobian at the start is not finite for {', '.join(bad)}")
+
+
+def _scaled_svd(J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Relative singular values (descending) of the column-normalised Jacobian, and V."""
+    norms = np.linalg.norm(J, axis=0)
+    Jn = J / np.where(norms > 0, norms, 1.0)
+    _, S, Vt = np.linalg.svd(Jn, full_matrices=False)
+    rel = S / S[0] if S.size and S[0] > 0 else np.zeros_like(S)
+    return rel, Vt.T
+
+
+def _unidentified(sv, V, labels, rank_rtol) -> tuple[str, ...]:
+    bad = set()
+    for j in np.where(sv < rank_rtol)[0]:
+        v = np.abs(V[:, j])
+        bad |= {labels[i] for i in np.where(v > 0.2 * v.max())[0]}
+    return tuple(n for n in labels if n in bad)

@@ -102,13 +102,13 @@ def test_float32_warns_once_where_it_loses_the_answer():
     ("args", "words"),
     [
         (["jacobian", "--steps", str(2**31)], ("2147483647",)),
-        (["jacobian", "--steps", "99999999999999999999999"], ("int32",)),
+        (["jacobian", "--steps", "99999999999999999999999"], ("1 to 2³¹ − 1",)),
         (["bounce", "--steps", str(2**31)], ("2147483647",)),
         (["estimate", "--seed", str(2**32)], ("seed",)),
         (["estimate", "--seed", "-1"], ("seed",)),
         (["optimize", "--seed", str(2**40)], ("seed",)),
         (["diagnose", "--seed", str(2**31 * 4)], ("seed",)),
-        (["diagnose", "--steps", str(2**31)], ("2147483647",)),
+        (["diagnose", "--system", "bounce", "--steps", str(2**31)], ("2147483647",)),
         (["wall", "--h", "1e-9"], ("memory", "this machine has", "limit")),
         (["estimate", "--samples", "100000000"], ("--samples 100000000", "GB of memory")),
         (["optimize", "--steps", "100000000"], ("would take", "limit")),
@@ -315,9 +315,17 @@ HUGE = "9" * 400
 )
 def test_huge_integers_are_refused_before_they_are_formatted(args, flag):
     # D2: was "internal error: OverflowError: int too large to convert to float" (exit 1)
-    line = rejected(args, flag, "2⁶³ − 1")
-    assert f"{flag} must be an integer of magnitude <= {2**63 - 1}" in line
+    line = rejected(args, flag, "is out of range")
+    assert line.endswith(f"no integer option takes a magnitude over 2⁶³ − 1 = {2**63 - 1}")
     assert "(400 digits)" in line or str(2**63) in line
+
+
+def test_huge_integer_error_names_the_options_own_range():
+    line = rejected(["jacobian", "--steps", HUGE])
+    assert line == (
+        "error: --steps 999999… (400 digits) is out of range (Number of steps T (1 to 2³¹ − 1)): "
+        f"no integer option takes a magnitude over 2⁶³ − 1 = {2**63 - 1}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -346,3 +354,72 @@ def test_plot_file_name_too_long_is_not_writable(tmp_path):
     assert "(" in line and len(line) < 300  # the path is shortened, not echoed in full
     # a folder name too long (the parent check) is the same clean rejection
     rejected(["plot", "wall", "--out", str(tmp_path / ("b" * 300) / "w.png")], "not writable")
+
+
+FREE_FLIGHT = "src/diffsim/engines/scenes/free_flight.xml"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--steps", "2147483647", "--samples", "16"], ("over 2147483647 steps", "GB of memory")),
+        (["--steps", "5", "--samples", "100000000"], ("--samples 100000000", "GB of memory")),
+        (["--steps", "2000", "--samples", "256"], ("would take", "limit")),  # 0.3 GB, 15 min
+    ],
+)
+def test_diagnose_mjcf_cost_checked_before_compiling(args, words):
+    # D4: was an out-of-memory error from XLA after 16-53 s of compiling
+    pytest.importorskip("mujoco.mjx")
+    rejected(["diagnose", "--mjcf", FREE_FLIGHT, *args, "--json"], *words, "free_flight.xml")
+
+
+def test_diagnose_mjcf_memory_estimate_grows_with_the_model():
+    pytest.importorskip("mujoco.mjx")
+    from diffsim.cli import _diagnose
+    from diffsim.engines import mjx
+
+    step = mjx.load(FREE_FLIGHT)
+    b1, s1 = _diagnose._mjcf_cost(step, 100, 256)
+    b2, s2 = _diagnose._mjcf_cost(step, 200, 256)
+    b3, _ = _diagnose._mjcf_cost(step, 100, 512)
+    assert 0 < b1 < b2 and b3 == pytest.approx(2 * b1) and s1 < s2
+    # the measured cost on free_flight: 540 B a sample-step at T = 2³¹ − 1, 61 kB a sample
+    # at T = 5 (issue 26); the estimate is at least that
+    assert _diagnose._mjcf_cost(step, 2**31 - 1, 16)[0] >= 16 * (2**31 - 1) * 540
+    assert _diagnose._mjcf_cost(step, 5, 10**8)[0] >= 6.1e12
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ["--mjcf", FREE_FLIGHT, "--system", "stiff", "--k", "-5"],
+            "--system, --k do not apply to --mjcf; drop them",
+        ),
+        (["--battery", "--mjcf", FREE_FLIGHT], "--battery does not apply to --mjcf; drop it"),
+        (["--mjcf", FREE_FLIGHT, "--no-toi"], "--toi/--no-toi does not apply to --mjcf"),
+        (["--held-out"], "--held-out does not apply to a single system; "),
+        (
+            ["--system", "bounce", "--v0", "100", "--k", "-5"],
+            "--v0, --k do not apply to --system bounce; its settings are --toi/--no-toi, --steps",
+        ),
+        (["--system", "wall", "--steps", "64"], "--steps does not apply to --system wall"),
+        (["--k", "1e3"], "--k does not apply to --system wall; its settings are --v0"),
+        (["--system", "stiff", "--toi"], "--toi/--no-toi does not apply to --system stiff"),
+        (["--battery", "--samples", "20"], "--samples does not apply to --battery"),
+        (["--battery", "--system", "bounce"], "--system does not apply to --battery"),
+        (["--body", "ball"], "--body does not apply to the built-in systems"),
+        (["--target", "1,2,3", "--wrt", "qpos0"], "--wrt, --target do not apply to the built-in"),
+    ],
+)
+def test_diagnose_refuses_options_the_mode_ignores(args, line):
+    # D6: each of these used to run (exit 0) with the option silently ignored
+    assert rejected(["diagnose", *args]) == f"error: {line}" or line in rejected(
+        ["diagnose", *args]
+    )
+
+
+def test_diagnose_options_that_apply_still_run():
+    res = runner.invoke(app, ["diagnose", "--system", "stiff", "--k", "1e3", "--steps", "64"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.split()[0] in ("trusted", "untrusted", "inconclusive")

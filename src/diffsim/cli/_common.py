@@ -155,23 +155,27 @@ def bound_integers(fn: F) -> F:
                 and not isinstance(value, bool)
                 and (abs(value) > INT_OPTION_MAX)
             ):
-                flag = _flag_of(params.get(name), name)
+                flag, help_text = _flag_of(params.get(name), name)
+                own = f" ({help_text})" if help_text else ""
                 raise CLIError(
-                    f"{flag} must be an integer of magnitude <= {INT_OPTION_MAX} (2⁶³ − 1; "
-                    f"see --help for its range), got {count_text(value)}"
+                    f"{flag} {count_text(value)} is out of range{own}: no integer option "
+                    f"takes a magnitude over 2⁶³ − 1 = {INT_OPTION_MAX}"
                 )
         return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
 
-def _flag_of(param: inspect.Parameter | None, name: str) -> str:
-    """The option's first long flag (``--steps``), from its Typer default, else ``--name``."""
-    decls = getattr(getattr(param, "default", None), "param_decls", None) or ()
-    for decl in decls:
+def _flag_of(param: inspect.Parameter | None, name: str) -> tuple[str, str]:
+    """The option's first long flag (``--steps``) and its help text (which states its range),
+    from its Typer default; else ``--name`` and no help."""
+    info = getattr(param, "default", None)
+    help_text = getattr(info, "help", None)
+    help_text = _one_line(help_text).rstrip(".") if isinstance(help_text, str) else ""
+    for decl in getattr(info, "param_decls", None) or ():
         if isinstance(decl, str) and decl.startswith("--"):
-            return decl.split("/")[0]
-    return f"--{name.replace('_', '-')}"
+            return decl.split("/")[0], help_text
+    return f"--{name.replace('_', '-')}", help_text
 
 
 class _App(typer.Typer):

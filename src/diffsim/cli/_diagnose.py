@@ -78,6 +78,34 @@ def _parse_target(text: str) -> list[float]:
     return [used("target", c) for c in xyz]
 
 
+MJCF_DATA_COPIES = 20
+"""``--mjcf``: bytes per sample besides the horizon, in copies of one ``mjx.Data`` (measured
+on ``free_flight``: ~61 kB a sample at T = 5, 18 copies of its 3.4 kB Data)."""
+MJCF_STATE_COPIES_PER_STEP = 4
+"""``--mjcf``: bytes per sample and step, in copies of the state (qpos, qvel, ...; measured on
+``free_flight``: 540 B a sample-step at T = 2³¹ − 1, 3.6 copies of its 152 B state)."""
+
+
+def _mjcf_cost(step, steps: int, samples: int) -> tuple[float, float]:
+    """Bytes and seconds of ``diagnose --mjcf`` for this model, from its own array sizes (an
+    abstract trace of one ``mjx.Data``; nothing is compiled)."""
+    import numpy as np
+
+    def nbytes(tree) -> int:
+        return sum(
+            int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(tree)
+        )
+
+    s0 = step.initial_state()
+    data = nbytes(jax.eval_shape(step.data, s0))
+    state = nbytes(s0)
+    n = max(samples, 16)
+    per_sample = MJCF_DATA_COPIES * data + steps * MJCF_STATE_COPIES_PER_STEP * state
+    # an MJX step costs ~50x a built-in system's on CPU, plus compilation (tens of seconds)
+    seconds = 30 + max(samples, 256) * steps * DOCTOR_S_PER_SAMPLE_STEP * 50
+    return float(n) * per_sample, seconds
+
+
 def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, devices=None):
     """Diagnose ‖p_T − target‖² of body ``body`` after ``steps`` MJX steps of the MJCF model
     at ``path``, with respect to ``wrt``; returns (diagnosis, loss, grad)."""
@@ -121,8 +149,9 @@ def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, device
     opts = {"num_samples": samples, "devices": devices}
     if sigma is not None:
         opts["sigma"] = sigma
-    # an MJX step costs ~50x a built-in system's on CPU, plus compilation (tens of seconds)
-    seconds = 30 + max(samples, 256) * steps * DOCTOR_S_PER_SAMPLE_STEP * 50
+    # before anything is compiled, as for the built-in systems (issue 26, D4)
+    nbytes, seconds = _mjcf_cost(step, steps, samples)
+    seconds = check_cost(f"--samples {samples} over {steps} steps of {path}", nbytes, seconds)
     with progress_bar(f"diagnose ({path})", 1, seconds, quiet) as advance:
         g = diffsim.value_and_grad(loss, x0)
         d = diffsim.diagnose(loss, x0, key, **opts)
@@ -140,8 +169,60 @@ def _run(system: DoctorSystem, v0, k, steps, toi, sigma, samples, key, devices) 
     return check(key, **opts)
 
 
+_MJCF_ONLY = ("wrt", "body", "target")
+_BUILT_IN_ONLY = ("system", "v0", "k", "toi", "battery", "held_out")
+_SETTINGS = ("v0", "k", "steps", "toi")
+"""The options that are a doctor preset's settings (each preset takes some of them)."""
+
+
+def _flag(name: str) -> str:
+    return {"toi": "--toi/--no-toi", "held_out": "--held-out"}.get(name, f"--{name}")
+
+
+def _refuse_options_that_do_not_apply(ctx: typer.Context, system: str) -> None:
+    """Options given on the command line that the chosen mode would ignore are an error
+    (issue 26, D6): ``--mjcf`` takes no built-in system's settings, ``--battery`` runs its
+    fixed cases, ``--held-out`` only means something with ``--battery``, and a built-in
+    system takes only its own settings (``--k`` is the stiff contact's)."""
+    given = set()
+    for name in ctx.params:  # Click's ParameterSource, compared by name (Typer vendors Click)
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            given.add(name)
+
+    def refuse(names, mode: str, hint: str) -> None:
+        bad = [n for n in names if n in given]
+        if bad:
+            flags = ", ".join(_flag(n) for n in bad)
+            verb, it = ("does", "it") if len(bad) == 1 else ("do", "them")
+            raise CLIError(f"{flags} {verb} not apply to {mode}; {hint.format(it=it)}")
+
+    if "mjcf" in given:
+        refuse(_BUILT_IN_ONLY, "--mjcf", "drop {it}, or leave out --mjcf for the built-in systems")
+        return
+    refuse(_MJCF_ONLY, "the built-in systems", "they are --mjcf's (your own MuJoCo model)")
+    if "battery" in given and ctx.params.get("battery"):
+        battery_takes = {"battery", "held_out", "seed", "devices", "json_out"}
+        refuse(
+            sorted(given - battery_takes),
+            "--battery",
+            "the battery runs its own fixed cases (it takes --held-out, --seed, --devices, --json)",
+        )
+        return
+    if "held_out" in given:
+        refuse(("held_out",), "a single system", "it selects the battery's cases: add --battery")
+    settings = PRESETS[system].settings
+    takes = ", ".join(_flag(n) for n in settings) or "none"
+    refuse(
+        [n for n in _SETTINGS if n not in settings],
+        f"--system {system}",
+        f"its settings are {takes} (--sigma, --samples, --seed for every system)",
+    )
+
+
 @app.command("diagnose")
 def diagnose_cmd(
+    ctx: typer.Context,
     system: DoctorSystem = typer.Option(
         DoctorSystem("wall"), "--system", help="System to examine."
     ),
@@ -185,6 +266,7 @@ def diagnose_cmd(
 ) -> None:
     """Can the exact gradient be trusted here? Flags (plateau, jump, stiffness, chaos,
     non_finite) with their evidence, a verdict and a recommendation."""
+    _refuse_options_that_do_not_apply(ctx, system.value)
     devices, num_devices = use_devices(devices)  # first: before JAX starts its backend
     check_seed(seed)
     if mjcf is not None:

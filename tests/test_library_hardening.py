@@ -21,7 +21,7 @@ import optax
 import pytest
 
 import diffsim
-from diffsim import _checks
+from diffsim import _checks, contact
 from diffsim._rollout import warn_time_resolution
 from diffsim.contact import Plane, Restitution, StopDead, WithContact
 from diffsim.estimators import ESTIMATORS, Exact, FiniteDifference, ZerothOrder, make_estimator
@@ -404,3 +404,71 @@ def test_numpy_integer_counts_are_python_ints(name):
     assert type(est.num_samples) is int
     r = est(quad, 0.5, KEY)
     assert np.isfinite(float(r.estimate))
+
+
+# --- issue 26 -------------------------------------------------------------------------------
+
+_PLANE_MSG = r"^plane must be a diffsim\.contact\.Plane .*, got 'plane' \(str\)$"
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda p: contact.Restitution(p),
+        lambda p: contact.StopDead(p),
+        lambda p: contact.PenaltySpring(p),
+        lambda p: contact.Restitution(p, e=0.5, toi=True),
+    ],
+)
+@pytest.mark.parametrize("bad", ["plane", None, 3.0, (1.0, 0.0)])
+def test_contact_constructors_refuse_a_plane_that_is_not_a_plane(make, bad):
+    # D11: was AttributeError: 'str' object has no attribute 'thin'
+    with pytest.raises(TypeError, match=r"^plane must be a diffsim\.contact\.Plane"):
+        make(bad)
+
+
+def test_contact_plane_message_exactly():
+    with pytest.raises(TypeError, match=_PLANE_MSG):
+        contact.Restitution("plane")
+
+
+@pytest.mark.parametrize("bad", ["yes", None, 1, 0.0, "True"])
+@pytest.mark.parametrize("cls", [contact.Restitution, contact.StopDead])
+def test_contact_flags_must_be_booleans(cls, bad):
+    with pytest.raises(TypeError, match=rf"^toi must be a bool \(True or False\), got {bad!r}$"):
+        cls(contact.Plane.ground(), toi=bad)
+
+
+def test_contact_numpy_booleans_are_flags():
+    c = contact.Restitution(contact.Plane.ground(), toi=np.bool_(True))
+    assert bool(c.toi) is True
+
+
+@pytest.mark.parametrize(
+    ("make", "err", "match"),
+    [
+        (lambda: contact.Restitution(contact.Plane.ground(), location=3), ValueError,
+         r"^location must be one of 'substep', 'linear', got 3$"),
+        (lambda: contact.Restitution(contact.Plane.ground(), position="up"), ValueError,
+         r"^position must be one of 'project', 'reflect', got 'up'$"),
+        (lambda: contact.StopDead(contact.Plane.ground(), location=None), ValueError,
+         r"^location must be one of"),
+        (lambda: contact.PenaltySpring(contact.Plane.ground(2), kinematic="ab"), TypeError,
+         r"^kinematic must be a tuple of coordinate indices, got 'ab'$"),
+        (lambda: contact.PenaltySpring(contact.Plane.ground(2), kinematic=(0.5,)), TypeError,
+         r"^kinematic must be a tuple of integer indices"),
+        (lambda: contact.Plane(normal="x"), TypeError, r"^normal must be concrete numbers"),
+        (lambda: contact.Plane(offset="x"), TypeError, r"^offset must be numeric"),
+        (lambda: contact.Plane(extent=3), TypeError, r"^extent must be Extent bounds"),
+        (lambda: contact.WithContact(3, ()), TypeError, r"^integrator must be a diffsim"),
+    ],
+)  # fmt: skip
+def test_contact_fields_are_type_checked(make, err, match):
+    with pytest.raises(err, match=match):
+        make()
+
+
+def test_penalty_kinematic_accepts_an_int_or_a_sequence_of_ints():
+    ground = contact.Plane((-1.0, 1.0), 0.0)
+    assert contact.PenaltySpring(ground, kinematic=0).kinematic == (0,)
+    assert contact.PenaltySpring(ground, kinematic=[np.int64(1)]).kinematic == (1,)

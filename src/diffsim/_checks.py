@@ -128,6 +128,30 @@ def check_int(name: str, value: Any, *, minimum: int = 1, maximum: int | None = 
     return int(value)
 
 
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` as a bool, or raise ``TypeError`` naming ``name``: only ``True`` and
+    ``False`` (and numpy booleans) are flags; ``'yes'``, ``None`` or ``1`` are refused rather
+    than read by their truthiness."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    raise TypeError(f"{name} must be a bool (True or False), got {value!r}")
+
+
+def check_instance(name: str, value: Any, cls: type, what: str) -> Any:
+    """Return ``value``, or raise ``TypeError`` naming ``name`` unless it is a ``cls``."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be {what}, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """Return ``value``, or raise ``ValueError`` naming ``name`` and the accepted strings."""
+    if not isinstance(value, str) or value not in choices:
+        accepted = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {accepted}, got {value!r}")
+    return value
+
+
 def check_positive(name: str, value: Any, dtype: Any = None) -> Any:
     """Raise ``ValueError`` unless ``value`` (when concrete) is finite and > 0 in the dtype
     the computation uses (``dtype``, default the one JAX gives it)."""

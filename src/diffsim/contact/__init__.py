@@ -32,6 +32,7 @@ from .base import Plane as Plane
 from .base import WithContact as WithContact
 from .base import blend as blend
 from .base import check_param as check_param
+from .base import check_plane as check_plane
 from .base import crossing as crossing
 from .base import edge_weights as edge_weights
 from .base import impact_fraction as impact_fraction
@@ -60,6 +61,7 @@ __all__ = [
     "WithContact",
     "blend",
     "check_param",
+    "check_plane",
     "crossing",
     "edge_weights",
     "impact_fraction",

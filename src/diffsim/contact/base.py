@@ -74,6 +74,23 @@ def check_param(name: str, value: Any, lo: float | None = None, hi: float | None
     return jnp.asarray(value)
 
 
+def check_plane(plane: Any) -> Plane:
+    """Return ``plane``, or raise ``TypeError`` naming ``plane`` unless it is a :class:`Plane`
+    (every contact model checks this first: its other checks read the plane).
+
+    Examples:
+        >>> from diffsim.contact import Plane, check_plane
+        >>> check_plane(Plane.ground()).thin
+        False
+    """
+    if not isinstance(plane, Plane):
+        raise TypeError(
+            f"plane must be a diffsim.contact.Plane (e.g. Plane.ground() or "
+            f"Plane.wall(6.0, height=2.0)), got {plane!r} ({type(plane).__name__})"
+        )
+    return plane
+
+
 def safe_div(num, den, fallback=0.0):
     """``num / den`` with a finite value *and gradient* where ``den == 0`` (double where).
 
@@ -109,8 +126,10 @@ def impact_fraction(gap0, gap1):
 
 def _static_normal(normal: Any) -> tuple[float, ...]:
     try:
+        if isinstance(normal, str | bytes) or normal is None:
+            raise TypeError
         arr = np.asarray(normal, dtype=float)
-    except (TypeError, jax.errors.TracerArrayConversionError):
+    except (TypeError, ValueError, jax.errors.TracerArrayConversionError):
         raise TypeError(
             f"normal must be concrete numbers (the plane's orientation is configuration, "
             f"not a parameter), got {normal!r}"

@@ -7,10 +7,26 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._checks import check_positive
 from .._coords import Coords, along
-from .base import ForceContact, Plane, check_param, param
+from .base import ForceContact, Plane, check_param, check_plane, param
+
+
+def _kinematic(indices: Any) -> tuple[int, ...]:
+    """``kinematic`` as a tuple of ints: an int or a sequence of ints, nothing else (a string
+    or a float index is refused, not converted)."""
+    if isinstance(indices, int | np.integer) and not isinstance(indices, bool):
+        indices = (indices,)
+    if isinstance(indices, str | bytes) or not isinstance(indices, tuple | list | range):
+        raise TypeError(f"kinematic must be a tuple of coordinate indices, got {indices!r}")
+    out = []
+    for i in indices:
+        if isinstance(i, bool) or not isinstance(i, int | np.integer):
+            raise TypeError(f"kinematic must be a tuple of integer indices, got {indices!r}")
+        out.append(int(i))
+    return tuple(out)
 
 
 class PenaltySpring(ForceContact):
@@ -63,11 +79,10 @@ class PenaltySpring(ForceContact):
     c: Any = 0.0
     mass: Any = 1.0
     smoothing: Any = None
-    kinematic: tuple[int, ...] = eqx.field(
-        static=True, converter=lambda k: tuple(int(i) for i in k), default=()
-    )
+    kinematic: tuple[int, ...] = eqx.field(static=True, converter=_kinematic, default=())
 
     def __check_init__(self):
+        check_plane(self.plane)
         check_param("k", self.k)
         check_param("c", self.c, 0.0)
         check_param("mass", self.mass)

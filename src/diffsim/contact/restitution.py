@@ -7,13 +7,14 @@ from typing import Any, Literal
 import equinox as eqx
 import jax.numpy as jnp
 
-from .._checks import check_positive
+from .._checks import check_bool, check_choice, check_positive
 from .._coords import Coords, where
 from .base import (
     EventContact,
     Plane,
     blend,
     check_param,
+    check_plane,
     crossing,
     edge_weights,
     naive_contact,
@@ -28,8 +29,8 @@ _LOCATIONS = ("substep", "linear")
 def _check_mode(
     toi: bool, smoothing: float | None, thin: bool = False, location: str = "substep"
 ) -> None:
-    if location not in _LOCATIONS:
-        raise ValueError(f"location must be 'substep' or 'linear', got {location!r}")
+    check_bool("toi", toi)
+    check_choice("location", location, _LOCATIONS)
     if smoothing is not None:
         check_positive("smoothing", smoothing)
         if toi and not thin:
@@ -117,10 +118,10 @@ class Restitution(EventContact):
     location: Literal["substep", "linear"] = eqx.field(static=True, default="substep")
 
     def __check_init__(self):
+        check_plane(self.plane)
         check_param("e", self.e, 0.0, 1.0)
         _check_mode(self.toi, self.smoothing, self.plane.thin, self.location)
-        if self.position not in ("project", "reflect"):
-            raise ValueError(f"position must be 'project' or 'reflect', got {self.position!r}")
+        check_choice("position", self.position, ("project", "reflect"))
 
     def _reflect(self, v: Coords, e) -> Coords:
         vn = self.plane.normal_velocity(v)

@@ -12,6 +12,7 @@ from .base import (
     EventContact,
     Plane,
     blend,
+    check_plane,
     crossing,
     edge_weights,
     naive_contact,
@@ -90,6 +91,7 @@ class StopDead(EventContact):
     location: Literal["substep", "linear"] = eqx.field(static=True, default="substep")
 
     def __check_init__(self):
+        check_plane(self.plane)
         _check_mode(self.toi, self.smoothing, self.plane.thin, self.location)
 
     def resolve(self, integrator, state0, state1, theta, u):

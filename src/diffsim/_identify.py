@@ -60,7 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 import optimistix as optx
 
-from ._checks import check_int
+from ._checks import check_int, is_concrete
 from ._rollout import rollout
 
 Signals = dict[str, Any]
@@ -170,7 +170,9 @@ def parse_parameters(
         >>> [p.label for p in parse_parameters("m[1], k", theta, bounds={"k": (0, 100)})]
         ['m[1]', 'k']
     """
-    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec)]
+    names = [
+        s.strip() for s in (re.split(r",(?![^\[]*\])", spec) if isinstance(spec, str) else spec)
+    ]
     names = [s for s in names if s]
     if not names:
         raise ValueError("the parameters to fit must name at least one entry of theta, got none")
@@ -375,7 +377,9 @@ def simulate_recording(
     """
     num_steps = check_int("num_steps", num_steps, minimum=1)
     traj = rollout(step, s0, theta, num_steps, inputs=inputs)
-    signals = {k: np.asarray(v) for k, v in jax.vmap(observe)(traj).items()}
+    signals = {
+        k: np.asarray(v).reshape(num_steps + 1, -1) for k, v in jax.vmap(observe)(traj).items()
+    }
     sigmas = noise if isinstance(noise, Mapping) else dict.fromkeys(signals, noise)
     for k, sd in sigmas.items():
         if k not in signals:
@@ -386,12 +390,20 @@ def simulate_recording(
         if key is None:
             raise ValueError("key must be a jax.random key when noise > 0")
         for k, sub in zip(sorted(sigmas), jax.random.split(key, len(sigmas))):
-            eps = np.asarray(jax.random.normal(sub, signals[k].shape, signals[k].dtype))
+            eps = np.array(jax.random.normal(sub, signals[k].shape, signals[k].dtype))
             eps[0] = 0.0  # the initial state is known
             signals[k] = signals[k] + sigmas[k] * eps
-    h = getattr(step, "h", None)
-    t = None if h is None else float(h) * np.arange(num_steps + 1)
+    h = _step_size(step)
+    t = None if h is None else h * np.arange(num_steps + 1)
     return Recording(s0, signals, inputs, None, t)
+
+
+def _step_size(step: Any) -> float | None:
+    """The step's concrete time step ``h`` (s), if it declares one."""
+    h = getattr(step, "h", None)
+    if h is None or not is_concrete(h) or np.ndim(h) != 0:
+        return None
+    return float(h)
 
 
 def save_recording(path: str | os.PathLike, rec: Recording) -> None:
@@ -446,6 +458,7 @@ def load_recording(
     path: str | os.PathLike,
     *,
     initial_state: Callable[[Any, Any], Any] | None = None,
+    control: Callable[[Any], Any] | None = None,
     signals: Sequence[str] | None = None,
 ) -> Recording:
     """Read a recording written by :func:`save_recording` (or by hand: ``.npz`` arrays or
@@ -456,6 +469,8 @@ def load_recording(
     Args:
         path: a ``.npz`` or ``.csv`` file.
         initial_state: builds the state from the first row's ``qpos`` and ``qvel``.
+        control: maps the ``(T, nu)`` controls to the step's inputs (default: as they are;
+            ``lambda u: u[:, 0]`` for a step that takes a scalar ``u``).
         signals: the signals to fit (default every one the file has).
 
     Raises:
@@ -532,7 +547,7 @@ def load_recording(
     return Recording(
         build(q0, v0),
         {k: cols[k] for k in chosen},
-        None if ctrl is None else ctrl[:-1],
+        None if ctrl is None else (control or (lambda u: u))(ctrl[:-1]),
         None,
         t,
     )
@@ -936,8 +951,7 @@ def identify(
     x0 = np.array([p.start for p in params], dtype=float)
     scale = np.where(x0 != 0, np.abs(x0), 1.0)
 
-    h = getattr(step, "h", None)
-    h = float(h) if isinstance(h, (int, float)) else None
+    h = _step_size(step)
     for i, r in enumerate(recs):
         _check_recording(i, r, h)
     data, T = _stack(recs, dtype)
@@ -968,7 +982,11 @@ def identify(
                 f"{int(np.prod(shown[k].shape))}"
             )
     observe_recorded = _Subset(observe, tuple(data.observed))
-    problem = _Problem(step, observe_recorded, params, T, theta, data)
+    # the starts are data (x0 below), not part of the compiled program's cache key
+    static_params = tuple(
+        Parameter(p.field, p.index, None, p.lower, p.upper, p.label) for p in params
+    )
+    problem = _Problem(step, observe_recorded, static_params, T, theta, data)
 
     # identifiability at the start
     x0j = jnp.asarray(x0, dtype)
@@ -1107,6 +1125,7 @@ def _scaled_svd(J: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _unidentified(sv, V, labels, rank_rtol) -> tuple[str, ...]:
     bad = set()
     for j in np.where(sv < rank_rtol)[0]:
-        v = np.abs(V[:, j])
-        bad |= {labels[i] for i in np.where(v > 0.2 * v.max())[0]}
+        # the parameters that move along this unseen (unit) direction: the ones with a
+        # component above 0.05 (0.25 % of its length squared)
+        bad |= {labels[i] for i in np.where(np.abs(V[:, j]) > 0.05)[0]}
     return tuple(n for n in labels if n in bad)

@@ -1,0 +1,266 @@
+"""System identification (``diffsim.identify``): known parameters recovered from synthetic
+recordings made by the same simulator at the true values.
+
+Noise-free data: the model can reproduce the data exactly, so the fit must reach the truth
+to the solver's tolerance (stated per test, relative). Noisy data: the 95 % intervals
+must cover the truth; with fixed seeds the count is deterministic, and the check (at least
+16 of 20 seeds per parameter; 19 expected) would fail with probability ~1.6 % per parameter
+if the intervals had exactly their nominal coverage.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffsim
+from diffsim import (
+    NotIdentifiableError,
+    Parameter,
+    Recording,
+    identify,
+    load_recording,
+    parse_parameters,
+    save_recording,
+    simulate_recording,
+)
+from diffsim.systems import (
+    bouncing_ball,
+    mass_spring,
+    mass_spring_drive,
+    nonlinear_spring,
+)
+
+
+def damped_spring(**kw):
+    """m ẍ = −k x − c ẋ (the Duffing spring with k3 = 0): a mass-spring-damper."""
+    return nonlinear_spring(h=0.01, m=1.0, k=4.0, k3=0.0, c=0.3, x0=1.0, **kw)
+
+
+def rel_err(res, truth):
+    return max(abs(res.theta[n] - v) / abs(v) for n, v in truth.items())
+
+
+# --- noise-free: recovered to tight tolerance --------------------------------------------------
+
+
+def test_mass_spring_damper_noise_free():
+    sys = damped_spring()
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 400)
+    start = dict(sys.theta, k=jnp.array(2.5), c=jnp.array(0.8))
+    res = identify(sys.step, rec, start, "k, c", bounds={"k": (0, 20), "c": (0, 5)})
+    assert res.converged, res.message
+    assert rel_err(res, {"k": 4.0, "c": 0.3}) < 1e-6
+    assert res.residual < 1e-8 < res.residual_start
+    assert res.unidentifiable == ()
+    assert res.evaluations == res.iterations + 2
+    assert res.rollout_equivalents == res.evaluations * 3
+    # the history starts at the start and its cost never rises (accepted iterates)
+    assert res.history["theta"].shape == (res.iterations, 2)
+    assert np.allclose(res.history["theta"][0], [2.5, 0.8])
+    assert np.all(np.diff(res.history["cost"]) <= 1e-12)
+
+
+def test_driven_chain_six_parameters_noise_free():
+    """The three-mass chain of ``mass_spring`` with its known drive: all masses and
+    stiffnesses (the drive fixes the scale), masses 20 % heavier and springs 1/1.2 as stiff
+    at the start (every frequency 1.2x too low; 3 s of motion). From 20 % off in opposite
+    directions over 6 s, LM stalled at 100 steps in a local minimum: oscillators' fits are
+    multimodal in frequency, which is what multiple shooting (not implemented) is for."""
+    sys = mass_spring(3)
+    u = mass_spring_drive(300, 0.01)
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 300, inputs=u)
+    start = {"m": sys.theta["m"] * 1.2, "k": sys.theta["k"] / 1.2}
+    params = [Parameter("m", i, lower=0.0) for i in range(3)] + [
+        Parameter("k", i, lower=0.0) for i in range(3)
+    ]
+    res = identify(sys.step, rec, start, params)
+    assert res.converged, res.message
+    truth = {f"m[{i}]": float(sys.theta["m"][i]) for i in range(3)}
+    truth |= {f"k[{i}]": float(sys.theta["k"][i]) for i in range(3)}
+    assert rel_err(res, truth) < 1e-6
+    assert np.allclose(res.theta_full["m"], sys.theta["m"], rtol=1e-6)
+
+
+def test_bouncing_ball_restitution_and_gravity_noise_free():
+    """Contact (time-of-impact restitution): e and g from heights over three bounces."""
+    sys = bouncing_ball(h=1e-3, y0=1.0, vy0=0.0, g=9.81, e=0.8)
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 2000, observe=lambda s: {"qpos": s[0]})
+    start = {"e": jnp.array(0.7), "g": jnp.array(9.0)}
+    res = identify(
+        sys.step,
+        rec,
+        start,
+        "e, g",
+        observe=lambda s: {"qpos": s[0]},
+        bounds={"e": (0.0, 1.0), "g": (0.0, math.inf)},
+    )
+    assert res.converged, res.message
+    assert rel_err(res, {"e": 0.8, "g": 9.81}) < 1e-6
+    assert 0.0 < res.interval_low["e"] <= res.theta["e"] <= res.interval_high["e"] < 1.0
+
+
+def test_missing_samples_and_several_recordings_of_different_lengths():
+    sys = damped_spring()
+    long = simulate_recording(sys.step, sys.s0, sys.theta, 300)
+    short = simulate_recording(sys.step, (jnp.array(-0.5), jnp.array(1.0)), sys.theta, 120)
+    q = np.array(long.signals["qpos"])
+    q[1::3] = np.nan  # a third of the positions not measured
+    long = Recording(long.s0, {"qpos": q, "qvel": long.signals["qvel"]}, time=long.time)
+    start = dict(sys.theta, k=jnp.array(3.0), c=jnp.array(0.5))
+    res = identify(sys.step, [long, short], start, "k, c")
+    assert res.converged, res.message
+    assert res.num_samples == long.num_samples + short.num_samples
+    assert res.num_samples == (300 - 100) + 300 + 2 * 120
+    assert rel_err(res, {"k": 4.0, "c": 0.3}) < 1e-6
+
+
+def test_file_round_trip_npz_and_csv(tmp_path):
+    sys = mass_spring(2)
+    u = mass_spring_drive(200, 0.01)
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 200, inputs=u)
+    for name in ("rec.npz", "rec.csv"):
+        path = tmp_path / name
+        save_recording(path, rec)
+        back = load_recording(path, control=lambda c: c[:, 0])  # the chain's u is a scalar
+        assert back.num_steps == 200
+        assert np.allclose(back.signals["qpos"], rec.signals["qpos"], rtol=1e-12, atol=1e-15)
+        assert np.allclose(np.ravel(back.inputs), np.ravel(u), rtol=1e-12, atol=1e-15)
+        start = dict(sys.theta, k=sys.theta["k"] * 1.3)
+        res = identify(sys.step, back, start, "k[0], k[1]")
+        assert rel_err(res, {"k[0]": 20.0, "k[1]": 30.0}) < 1e-6
+
+
+# --- noisy: the 95 % intervals cover the truth -------------------------------------------------
+
+
+def _coverage(num_seeds: int, sigma: float = 0.02) -> tuple[dict[str, int], list[float]]:
+    sys = damped_spring()
+    truth = {"k": 4.0, "c": 0.3}
+    start = dict(sys.theta, k=jnp.array(3.0), c=jnp.array(0.5))
+    hits = dict.fromkeys(truth, 0)
+    rel_se = []
+    for seed in range(num_seeds):
+        rec = simulate_recording(
+            sys.step, sys.s0, sys.theta, 400, noise=sigma, key=jax.random.key(seed)
+        )
+        res = identify(sys.step, rec, start, "k, c", bounds={"k": (0, 20), "c": (0, 5)})
+        assert res.converged, res.message
+        # the residual RMS estimates the noise's σ (N = 800 samples: within 10 %)
+        assert abs(res.residual - sigma) < 0.1 * sigma
+        for n, v in truth.items():
+            hits[n] += res.interval_low[n] <= v <= res.interval_high[n]
+        rel_se.append(res.std_error["c"] / 0.3)
+    return hits, rel_se
+
+
+def test_noisy_intervals_cover_the_truth():
+    hits, rel_se = _coverage(20)
+    assert min(hits.values()) >= 16, hits
+    assert 0 < max(rel_se) < 0.5  # the intervals are informative, not just wide
+
+
+@pytest.mark.slow
+def test_noisy_intervals_cover_the_truth_in_90_percent_of_50_fits():
+    """The issue's goal: coverage ≥ 90 % over 50 seeded fits (45 of 50; 47.5 expected)."""
+    hits, _ = _coverage(50)
+    assert min(hits.values()) >= 45, hits
+
+
+# --- identifiability, convergence, bad input ------------------------------------------------
+
+
+def test_unidentifiable_parameters_are_named():
+    """Without a known force, m ẍ = −k x − c ẋ only sees k/m and c/m: fitting m, k and c
+    together is rank-deficient, and the error names all three."""
+    sys = damped_spring()
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 300)
+    with pytest.raises(NotIdentifiableError, match="do not determine m, k, c") as err:
+        identify(sys.step, rec, sys.theta, "m, k, c")
+    assert err.value.parameters == ("m", "k", "c")
+    assert min(err.value.singular_values) < 1e-7
+
+
+def test_parameter_without_effect_is_named():
+    """k3 multiplies x³ but the recording starts at rest at x = 0: it never acts."""
+    sys = nonlinear_spring(h=0.01, x0=0.0, v0=0.0)
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 50)
+    with pytest.raises(NotIdentifiableError) as err:
+        identify(sys.step, rec, sys.theta, "k, k3")
+    assert "k3" in err.value.parameters
+
+
+def test_not_converged_reports_the_last_finite_iterate():
+    sys = damped_spring()
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 300)
+    start = dict(sys.theta, k=jnp.array(2.0), c=jnp.array(0.9))
+    res = identify(sys.step, rec, start, "k, c", max_steps=2)
+    assert not res.converged and "did not converge" in res.message
+    assert all(math.isfinite(v) for v in res.theta.values())
+    assert "NOT converged" in repr(res)
+
+
+def test_bad_input_names_the_argument():
+    sys = damped_spring()
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 20)
+    th = sys.theta
+    cases = [
+        ((sys.step, rec, th, ""), "at least one"),
+        ((sys.step, rec, th, []), "at least one"),
+        ((sys.step, rec, th, "spring"), "no field 'spring'; fields: m, k, k3, c"),
+        ((sys.step, rec, th, "k[3]"), "outside theta"),
+        (
+            (sys.step, rec, th, [Parameter("k", lower=5.0)]),
+            r"strictly inside its bounds \(5, inf\)",
+        ),
+        ((sys.step, rec, th, [Parameter("k", start=float("nan"))]), "start must be finite"),
+        ((sys.step, [], th, "k"), "at least one Recording"),
+        ((sys.step, rec, dict(th, c=jnp.array(jnp.nan)), "k"), r"theta\['c'\] must be finite"),
+    ]
+    for args, match in cases:
+        with pytest.raises(ValueError, match=match):
+            identify(*args)
+    with pytest.raises(ValueError, match="bounds name 'm', which are not fitted"):
+        identify(sys.step, rec, th, "k", bounds={"m": (0, 1)})
+    bad = Recording(rec.s0, {"qpos": np.array(rec.signals["qpos"])[:, :1] * np.inf})
+    with pytest.raises(ValueError, match=r"recordings\[0\].signals\['qpos'\] holds inf"):
+        identify(sys.step, bad, th, "k")
+    wrong_time = Recording(rec.s0, rec.signals, time=0.02 * np.arange(21))
+    with pytest.raises(ValueError, match=r"not sampled at the step's h = 0\.01"):
+        identify(sys.step, wrong_time, th, "k")
+    wide = Recording(rec.s0, {"qpos": np.zeros((21, 2))})
+    with pytest.raises(
+        ValueError, match="'qpos': the recording has 2 columns, the model's state gives 1"
+    ):
+        identify(sys.step, wide, th, "k")
+    sensors = Recording(rec.s0, {"sensordata": np.zeros((21, 1))})
+    with pytest.raises(ValueError, match="sensordata, which observe does not give"):
+        identify(sys.step, sensors, th, "k")
+    tiny = Recording(rec.s0, {"qpos": np.array([[1.0], [0.99]])})
+    with pytest.raises(ValueError, match="1 observed samples for 2 parameters"):
+        identify(sys.step, tiny, th, "k, c")
+    short_u = Recording(rec.s0, rec.signals, inputs=np.zeros(5))
+    with pytest.raises(ValueError, match=r"inputs must have leading axis T = 20"):
+        identify(sys.step, short_u, th, "k")
+
+
+def test_parse_parameters_forms():
+    th = {"m": jnp.ones(3), "g": jnp.zeros((2, 3)), "e": jnp.array(0.5)}
+    ps = parse_parameters("m[2], g[1,0], e", th, bounds={"e": (0, 1)}, start={"m[2]": 2.0})
+    assert [(p.field, p.index) for p in ps] == [("m", (2,)), ("g", (1, 0)), ("e", ())]
+    assert ps[0].start == 2.0 and (ps[2].lower, ps[2].upper) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="name one element"):
+        parse_parameters("g", th)
+    with pytest.raises(ValueError, match="pass the MuJoCo model"):
+        parse_parameters("m:box", th)
+    with pytest.raises(ValueError, match="must read 'field'"):
+        parse_parameters("m[x]", th)
+
+
+def test_public_names_exported():
+    for name in ("identify", "Recording", "Parameter", "IdentifyResult", "load_recording"):
+        assert name in diffsim.__all__

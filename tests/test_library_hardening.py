@@ -472,3 +472,58 @@ def test_penalty_kinematic_accepts_an_int_or_a_sequence_of_ints():
     ground = contact.Plane((-1.0, 1.0), 0.0)
     assert contact.PenaltySpring(ground, kinematic=0).kinematic == (0,)
     assert contact.PenaltySpring(ground, kinematic=[np.int64(1)]).kinematic == (1,)
+
+
+FP = diffsim.systems.free_particle(h=0.1)
+
+
+@pytest.mark.parametrize(
+    ("theta", "err", "words"),
+    [
+        ({"b": 1.0}, ValueError, ("theta is {'b': float64[]}", "reads key 'a'", "(KeyError)")),
+        (
+            {"a": jnp.array([1.0, 2.0])},
+            ValueError,
+            ("theta is {'a': float64[2]}", "accel(x, v, theta) returned shape (2,)", "()"),
+        ),
+        ({"a": [1.0]}, TypeError, ("theta is {'a': [float64[]]}", "s0 is (float64[], float64[])")),
+    ],
+)
+@pytest.mark.parametrize("route", ["rollout", "rollout_jacobian"])
+def test_theta_the_step_does_not_read_is_named(theta, err, words, route):
+    # D12: were KeyError 'a', "Cannot broadcast to shape with fewer dimensions" and
+    # "unsupported operand type(s) for *: 'list' and 'DynamicJaxprTracer'"
+    fn = getattr(diffsim, route)
+    with pytest.raises(err) as info:
+        fn(FP.step, FP.s0, theta, 5)
+    msg = str(info.value)
+    assert msg.startswith("step could not be called as step(state, theta) on the theta and s0")
+    for w in words:
+        assert w in msg, msg
+    assert msg.endswith("pass the theta and state the step reads (e.g. the system's own "
+                        ".theta and .s0)")  # fmt: skip
+
+
+def test_integrator_step_must_be_a_scalar():
+    with pytest.raises(ValueError, match=r"^h must be a scalar time step \(seconds\), got an "
+                       r"array of shape \(2,\); vmap over h"):  # fmt: skip
+        SemiImplicitEuler(lambda x, v, th: -x, jnp.array([0.1, 0.2]))
+
+
+def test_integrator_step_sizes_vmap():
+    xs = jax.vmap(lambda h: SemiImplicitEuler(lambda x, v, th: 0 * x + 1.0, h)((0.0, 0.0), {})[0])(
+        jnp.array([0.1, 0.2])
+    )
+    assert np.allclose(xs, [0.01, 0.04])
+
+
+@pytest.mark.parametrize(
+    "factory",
+    ["bouncing_ball", "free_particle", "pendulum", "stiff_contact_step", "double_pendulum"],
+)
+@pytest.mark.parametrize("bad", ["x", None, SemiImplicitEuler(lambda x, v, th: -x, 0.1), int])
+def test_system_factories_check_the_integrator_class(factory, bad):
+    # D12: was "'str' object is not callable"
+    with pytest.raises(TypeError, match=r"^integrator must be an Integrator class \(one of "
+                       r"ExplicitEuler, ImplicitEuler, RK4, SemiImplicitEuler, VelocityVerlet"):  # fmt: skip
+        getattr(diffsim.systems, factory)(integrator=bad)

@@ -315,10 +315,42 @@ def check_step_output(step: Callable[..., State], s0: State, theta: Params, u0: 
     """
     if not callable(step):
         raise TypeError(f"step must be callable, got {step!r}")
+    args = "state, theta" + (", u" if u0 is not None else "")
     try:
         out = jax.eval_shape(lambda s, p, u: call_step(step, s, p, u), s0, theta, u0)
-    except TypeError as err:
-        args = "state, theta" + (", u" if u0 is not None else "")
-        raise TypeError(f"step could not be called as step({args}): {err}") from err
+    except (KeyError, IndexError, AttributeError, TypeError, ValueError) as err:
+        # what the step reads and what it was given do not match (a θ key it does not have,
+        # a leaf of the wrong shape or type): say so with both structures, not only the
+        # error from deep inside the step (issue 26, D12)
+        given = f"theta is {describe(theta)}, s0 is {describe(s0)}"
+        if u0 is not None:
+            given += f", u is {describe(u0)}"
+        if isinstance(err, KeyError | IndexError):
+            kind = "key" if isinstance(err, KeyError) else "index"
+            what = f"the step reads {kind} {err}, which its arguments lack ({type(err).__name__})"
+        else:
+            what = f"{type(err).__name__}: {err}"
+        cls = TypeError if isinstance(err, TypeError) else ValueError
+        raise cls(
+            f"step could not be called as step({args}) on the theta and s0 given ({given}): "
+            f"{what}; pass the "
+            f"theta and state the step reads (e.g. the system's own .theta and .s0)"
+        ) from err
     check_same_structure("step(s0, theta) output", out, s0, "s0")
     return jax.tree_util.tree_map(lambda a, o: jnp.asarray(a, o.dtype), s0, out)
+
+
+def describe(tree: Any, limit: int = 200) -> str:
+    """A pytree's structure with each leaf's dtype and shape (``{'a': float64[2]}``), for
+    messages; cut at ``limit`` characters."""
+    text = repr(jax.tree_util.tree_map(_LeafText, tree))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class _LeafText:
+    def __init__(self, a: Any) -> None:
+        dtype = getattr(a, "dtype", None)
+        self.text = f"{dtype if dtype is not None else type(a).__name__}{list(jnp.shape(a))}"
+
+    def __repr__(self) -> str:
+        return self.text

@@ -30,6 +30,7 @@ from .base import CoordinateAcceleration as CoordinateAcceleration
 from .base import ExplicitIntegrator as ExplicitIntegrator
 from .base import Integrator as Integrator
 from .base import Lin as Lin
+from .base import check_integrator_class as check_integrator_class
 from .explicit import RK4 as RK4
 from .explicit import ExplicitEuler as ExplicitEuler
 from .explicit import SemiImplicitEuler as SemiImplicitEuler
@@ -57,4 +58,5 @@ __all__ = [
     "Lin",
     "SemiImplicitEuler",
     "VelocityVerlet",
+    "check_integrator_class",
 ]

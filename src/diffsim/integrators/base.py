@@ -36,6 +36,28 @@ def _as_array(h):
     return jnp.asarray(h)
 
 
+def check_integrator_class(integrator: Any, name: str = "integrator") -> type[Integrator]:
+    """``integrator`` when it is an :class:`Integrator` class (what the system factories
+    take), else ``TypeError`` naming ``name`` and the registered choices.
+
+    Examples:
+        >>> from diffsim.integrators import RK4, check_integrator_class
+        >>> check_integrator_class(RK4) is RK4
+        True
+    """
+    if isinstance(integrator, type) and issubclass(integrator, Integrator):
+        if getattr(integrator, "__abstractmethods__", None):
+            raise TypeError(f"{name} must be a concrete Integrator class, got {integrator!r}")
+        return integrator
+    from . import INTEGRATORS
+
+    choices = ", ".join(sorted(cls.__name__ for cls in INTEGRATORS.values()))
+    raise TypeError(
+        f"{name} must be an Integrator class (one of {choices}, from diffsim.integrators), "
+        f"got {integrator!r}"
+    )
+
+
 class Lin(eqx.Module):
     """A value with its derivative matrix ``D = ∂value/∂(x, v, θ)`` (rows = value entries).
 
@@ -130,15 +152,28 @@ class Integrator(eqx.Module):
         if not callable(self.accel):
             raise TypeError(f"accel must be callable a(x, v, theta[, u]), got {self.accel!r}")
         check_positive("h", self.h)
+        if jnp.ndim(self.h) != 0:  # one step for the whole state (vmap batches it unseen)
+            raise ValueError(
+                f"h must be a scalar time step (seconds), got an array of shape "
+                f"{tuple(jnp.shape(self.h))}; vmap over h to run several step sizes"
+            )
 
     # --- the acceleration and its derivatives -------------------------------------------
     def _a(self, x, v, theta, u):
         a = self.accel(x, v, theta) if u is None else self.accel(x, v, theta, u)
-        return jax.tree_util.tree_map(
-            lambda ai, xi: jnp.broadcast_to(jnp.asarray(ai, jnp.result_type(xi)), jnp.shape(xi)),
-            a,
-            x,
-        )
+
+        def fit(ai, xi):
+            ai = jnp.asarray(ai, jnp.result_type(xi))
+            try:
+                return jnp.broadcast_to(ai, jnp.shape(xi))
+            except ValueError:  # named, not JAX's "Cannot broadcast to shape ..." (issue 26)
+                raise ValueError(
+                    f"accel(x, v, theta) returned shape {tuple(ai.shape)} for a position of "
+                    f"shape {tuple(jnp.shape(xi))}: theta (or the state) has entries of the "
+                    f"wrong shape for this acceleration"
+                ) from None
+
+        return jax.tree_util.tree_map(fit, a, x)
 
     def _a_coords(self, x: Coords, v: Coords, theta, u) -> Coords:
         if isinstance(self.accel, CoordinateAcceleration):

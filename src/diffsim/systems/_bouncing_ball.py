@@ -43,7 +43,7 @@ import jax.numpy as jnp
 from .._checks import check_finite, check_float, check_in_range, check_int, check_positive
 from .._rollout import rollout
 from ..contact import Plane, Restitution, WithContact
-from ..integrators import Integrator, SemiImplicitEuler
+from ..integrators import Integrator, SemiImplicitEuler, check_integrator_class
 from .base import System
 
 
@@ -76,7 +76,7 @@ def bouncing_ball_step(
     """
     check_positive("h", h)
     contact = Restitution(Plane.ground(), e="e", toi=toi, smoothing=smoothing)
-    return WithContact(integrator(_gravity, h=h), contact)
+    return WithContact(check_integrator_class(integrator)(_gravity, h=h), contact)
 
 
 def bouncing_ball(

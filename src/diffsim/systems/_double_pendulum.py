@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_finite, check_positive
-from ..integrators import RK4, Integrator
+from ..integrators import RK4, Integrator, check_integrator_class
 from .base import System
 
 
@@ -73,7 +73,7 @@ def double_pendulum(
         [(2,), (2,)]
     """
     check_positive("h", h)
-    step = integrator(_accel, h=h)
+    step = check_integrator_class(integrator)(_accel, h=h)
     s0 = tuple(
         jnp.asarray(_pair(name, value), dtype=float)
         for name, value in (("angles0", angles0), ("rates0", rates0))

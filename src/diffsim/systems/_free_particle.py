@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_float, check_int, check_positive
-from ..integrators import Integrator, SemiImplicitEuler
+from ..integrators import Integrator, SemiImplicitEuler, check_integrator_class
 from .base import System
 
 
@@ -43,7 +43,7 @@ def free_particle(
         [0.2, 2.0]
     """
     check_positive("h", h)
-    step = integrator(_accel, h=h, accel_jacobian=_accel_jacobian)
+    step = check_integrator_class(integrator)(_accel, h=h, accel_jacobian=_accel_jacobian)
     s0 = (jnp.asarray(check_float("x0", x0)), jnp.asarray(check_float("v0", v0)))
     return System("free_particle", step, s0, {"a": jnp.asarray(check_float("a", a))})
 

@@ -24,7 +24,7 @@ import optax
 
 from .._checks import check_finite, check_finite_tree, check_int, check_positive
 from .._rollout import rollout
-from ..integrators import Integrator, SemiImplicitEuler
+from ..integrators import Integrator, SemiImplicitEuler, check_integrator_class
 from .base import System
 
 
@@ -77,7 +77,7 @@ def mass_spring(
     s0 = (x, jnp.zeros_like(x))
     return System(
         "mass_spring",
-        integrator(_accel, h=h),
+        check_integrator_class(integrator)(_accel, h=h),
         s0,
         {"m": m, "k": k},
         loss=lambda traj: jnp.mean(traj[0] ** 2),

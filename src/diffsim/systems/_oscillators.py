@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .._checks import check_finite, check_positive
-from ..integrators import Integrator, SemiImplicitEuler
+from ..integrators import Integrator, SemiImplicitEuler, check_integrator_class
 from .base import System
 
 
@@ -44,7 +44,9 @@ def pendulum(
         True
     """
     check_positive("h", h)
-    step = integrator(_pendulum_accel, h=h, accel_jacobian=_pendulum_accel_jacobian)
+    step = check_integrator_class(integrator)(
+        _pendulum_accel, h=h, accel_jacobian=_pendulum_accel_jacobian
+    )
     theta = {
         "g_over_l": check_finite("g_over_l", g_over_l),
         "damping": check_finite("damping", damping),
@@ -104,7 +106,9 @@ def nonlinear_spring(
     """
     check_positive("h", h)
     check_positive("m", m)  # the acceleration divides by m
-    step = integrator(_duffing_accel, h=h, accel_jacobian=_duffing_accel_jacobian)
+    step = check_integrator_class(integrator)(
+        _duffing_accel, h=h, accel_jacobian=_duffing_accel_jacobian
+    )
     theta = {
         "m": check_finite("m", m),
         "k": check_finite("k", k),
@@ -135,7 +139,7 @@ def harmonic_oscillator(
         True
     """
     check_positive("h", h)
-    step = integrator(lambda x, v, th: -(th["omega"] ** 2) * x, h=h)
+    step = check_integrator_class(integrator)(lambda x, v, th: -(th["omega"] ** 2) * x, h=h)
     return System(
         "harmonic_oscillator",
         step,

@@ -24,7 +24,7 @@ from .._checks import check_float, check_in_range, check_int, check_positive
 from .._jacobians import rollout_jacobian
 from .._rollout import rollout
 from ..contact import PenaltySpring, Plane, WithContact
-from ..integrators import Integrator, SemiImplicitEuler
+from ..integrators import Integrator, SemiImplicitEuler, check_integrator_class
 from .base import System
 
 
@@ -49,7 +49,7 @@ def stiff_contact_step(
     """
     check_positive("h", h)
     spring = PenaltySpring(Plane.ground(), k="k", c="c", mass="m", smoothing=smoothing)
-    return WithContact(integrator(_gravity, h=h), spring)
+    return WithContact(check_integrator_class(integrator)(_gravity, h=h), spring)
 
 
 def stiff_contact(

@@ -64,8 +64,14 @@ with ``jax`` 0.10.2.
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
+import io
+import math
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, cast
 
 import jax
@@ -73,9 +79,14 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 from jaxtyping import Array, ArrayLike
-from mujoco import mjx
 
-from .._checks import check_int
+# MJX's optional Warp backend prints "Failed to import warp: ..." when importing it fails
+# (it is not needed here: the adapter runs MJX's JAX implementation); keep imports quiet
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    from mujoco import mjx
+    from mujoco.mjx._src import forward as _mjx_forward
+
+from .._checks import check_int, is_concrete
 from .._rollout import Checkpoint, rollout
 
 MODEL_FIELDS: dict[str, str] = {
@@ -103,10 +114,17 @@ STATE_FIELDS: dict[str, str] = {
 }
 """Further names :meth:`MjxStep.simulate`'s θ may hold: the initial state and controls."""
 
-_INTEGRATORS = {
-    int(mujoco.mjtIntegrator.mjINT_EULER): mjx.euler,
-    int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST): mjx.implicit,
+_INT = mujoco.mjtIntegrator
+_INTEGRATOR_NAMES = {
+    int(_INT.mjINT_EULER): "Euler",
+    int(_INT.mjINT_RK4): "RK4",
+    int(_INT.mjINT_IMPLICIT): "implicit",
+    int(_INT.mjINT_IMPLICITFAST): "implicitfast",
 }
+_MAX_ITERATIONS = int(np.iinfo(np.int32).max)
+_MAX_TIMESTEP = 1.0
+"""Largest ``opt.timestep`` accepted, s (MuJoCo models step in milliseconds; a step of a
+second or more leaves any contact or joint dynamics unresolved and overflows to NaN)."""
 
 
 class MjxState(NamedTuple):
@@ -140,6 +158,26 @@ class MjxState(NamedTuple):
     qacc_warmstart: Array
 
 
+def _parse(load: Callable[[], mujoco.MjModel], what: str) -> mujoco.MjModel:
+    """Run MuJoCo's MJCF parser ``load`` with its warnings caught (MuJoCo prints them on
+    stderr and appends them to ``MUJOCO_LOG.TXT`` in the working directory otherwise): a
+    NaN in the XML is a ``ValueError``, other warnings become Python warnings."""
+    caught: list[str] = []
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(caught.append)
+    try:
+        model = load()
+    except ValueError as err:
+        raise ValueError(f"{what} could not be loaded: {err}") from None
+    finally:
+        mujoco.set_mju_user_warning(previous)
+    for message in caught:
+        if "NaN" in message:
+            raise ValueError(f"{what} contains a NaN (MuJoCo: {message.strip()})")
+        warnings.warn(f"MuJoCo, loading {what}: {message.strip()}", UserWarning, stacklevel=4)
+    return model
+
+
 def _mj_model(source: Any) -> mujoco.MjModel:
     """An ``MjModel`` from a path, an XML string or a model; ``ValueError`` naming the file
     and MuJoCo's parse error."""
@@ -151,17 +189,97 @@ def _mj_model(source: Any) -> mujoco.MjModel:
         path = os.fspath(source)
         if not os.path.isfile(path):
             raise ValueError(f"MJCF file {path!r} not found")
-        try:
-            return mujoco.MjModel.from_xml_path(path)
-        except ValueError as err:
-            raise ValueError(f"MJCF file {path!r} could not be loaded: {err}") from None
+        return _parse(lambda: mujoco.MjModel.from_xml_path(path), f"MJCF file {path!r}")
     if isinstance(source, str):
-        try:
-            return mujoco.MjModel.from_xml_string(source)
-        except ValueError as err:
-            raise ValueError(f"MJCF XML string could not be loaded: {err}") from None
+        return _parse(lambda: mujoco.MjModel.from_xml_string(source), "MJCF XML string")
     raise TypeError(
         f"model must be an MJCF file path, an MJCF XML string or a mujoco.MjModel, got {source!r}"
+    )
+
+
+def _check_options(mj_model: mujoco.MjModel) -> tuple[mujoco.MjModel, tuple[str, ...]]:
+    """The model MJX is given (options it lacks mapped to what gives the same solution) and
+    the report of what was mapped; ``ValueError`` naming the MJCF option for what MJX
+    cannot run."""
+    opt = mj_model.opt
+    h = float(opt.timestep)
+    if not (math.isfinite(h) and 0.0 < h <= _MAX_TIMESTEP):
+        raise ValueError(
+            f"<option timestep> must be finite and in (0, {_MAX_TIMESTEP:g}] s, got {h!r}"
+        )
+    integrator = int(opt.integrator)
+    if integrator not in _INTEGRATOR_NAMES:
+        raise ValueError(
+            f"<option integrator> {integrator} is not supported: use 'Euler', 'RK4', "
+            "'implicit' or 'implicitfast'"
+        )
+    if int(opt.cone) != int(mujoco.mjtCone.mjCONE_PYRAMIDAL):
+        raise ValueError(
+            "<option cone='elliptic'> is not supported (the adapter differentiates the "
+            "pyramidal cone's piecewise-quadratic solve): use cone='pyramidal', MuJoCo's "
+            "default (the friction cone becomes a pyramid of 2·(condim−1) facets)"
+        )
+    if int(opt.noslip_iterations) > 0:
+        raise ValueError(
+            f"<option noslip_iterations='{int(opt.noslip_iterations)}'> is not supported: "
+            "MJX has no noslip pass; use noslip_iterations='0' (MuJoCo's default)"
+        )
+    density, viscosity = float(opt.density), float(opt.viscosity)
+    fluid = density > 0 or viscosity > 0 or bool(np.any(opt.wind))
+    if fluid and integrator == int(_INT.mjINT_IMPLICITFAST):
+        raise ValueError(
+            "<option integrator='implicitfast'> with fluid forces (density, viscosity or "
+            "wind) is not supported by MJX: use integrator='implicit', 'RK4' or 'Euler'"
+        )
+    given = copy.deepcopy(mj_model)
+    report: list[str] = []
+    if integrator == int(_INT.mjINT_RK4):
+        report.append(
+            "integrator RK4: MuJoCo's RK4 (its tableau, four forward evaluations per step) "
+            "run by the adapter over MJX's forward dynamics"
+        )
+    elif integrator == int(_INT.mjINT_IMPLICIT):
+        report.append(
+            "integrator implicit: MuJoCo's implicit-in-velocity step, with the derivative "
+            "of the smooth forces in velocity (damping, actuators, fluid, Coriolis and "
+            "centrifugal) by forward-mode autodiff of MJX's velocity stage (MJX lacks it)"
+        )
+        given.opt.integrator = _INT.mjINT_EULER
+    if int(opt.solver) == int(mujoco.mjtSolver.mjSOL_PGS):
+        report.append(
+            "solver PGS: MJX has no PGS; its Newton solver computes the same converged "
+            f"solution of the same convex problem (to opt.tolerance = {opt.tolerance:g}), and "
+            "the derivative is that of the converged solution with any solver"
+        )
+        given.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON
+    return given, tuple(report)
+
+
+def _quat_integrate(q: Array, w: Array, dt: float) -> Array:
+    r"""MuJoCo's ``mju_quatIntegrate``: :math:`q ⊗ (\cos(θ/2), \hat w \sin(θ/2))` with
+    :math:`θ = dt\,|w|`, normalized, written as a function of :math:`|w|^2` (a Taylor
+    series near 0, the "double where" elsewhere) so its derivative is right at ω = 0."""
+    s = jnp.dot(w, w)
+    theta2 = s * dt * dt
+    small = theta2 < 1e-4
+    safe = jnp.where(small, 1.0, s)
+    n = jnp.sqrt(safe)
+    t2 = jnp.where(small, theta2, 1.0)
+    c = jnp.where(small, 1.0 - t2 / 8.0 + t2 * t2 / 384.0, jnp.cos(0.5 * dt * n))
+    k = jnp.where(small, 0.5 * dt * (1.0 - t2 / 24.0 + t2 * t2 / 1920.0), jnp.sin(0.5 * dt * n) / n)
+    dq = jnp.concatenate([c[None], k * w])
+    out = _quat_mul(q, dq)
+    return out / jnp.sqrt(jnp.dot(out, out))
+
+
+def _quat_mul(u: Array, v: Array) -> Array:
+    return jnp.stack(
+        [
+            u[0] * v[0] - u[1] * v[1] - u[2] * v[2] - u[3] * v[3],
+            u[0] * v[1] + u[1] * v[0] + u[2] * v[3] - u[3] * v[2],
+            u[0] * v[2] - u[1] * v[3] + u[2] * v[0] + u[3] * v[1],
+            u[0] * v[3] + u[1] * v[2] - u[2] * v[1] + u[3] * v[0],
+        ]
     )
 
 
@@ -207,9 +325,28 @@ def _solution_jvp(primals, tangents):
     return (a_star, force_star, qfrc_star), dout
 
 
-def _implicit_solve(m: mjx.Model, d: mjx.Data, sol: mjx.Data) -> mjx.Data:
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1,))
+def _no_derivative(inputs: tuple, iterations: int) -> tuple:
+    """``inputs`` unchanged; differentiating it raises ``ValueError`` (``iterations=k``)."""
+    return inputs
+
+
+@_no_derivative.defjvp
+def _no_derivative_jvp(iterations, primals, tangents):
+    raise ValueError(
+        f"derivatives with iterations={iterations} are refused: its values come from "
+        f"{iterations} Newton iteration(s) of the constraint solve, and the only derivative "
+        "the adapter has is that of the converged solve, a different model (gradients of "
+        "one would be silently wrong for the other). Load with iterations=None (the "
+        "default) to differentiate, or use a zeroth-order estimator of this model"
+    )
+
+
+def _implicit_solve(
+    m: mjx.Model, d: mjx.Data, sol: mjx.Data, iterations: int | None = None
+) -> mjx.Data:
     """``d`` with MJX's constraint solution ``sol`` and its implicit-function derivative
-    (see the module docstring)."""
+    (see the module docstring); with ``iterations`` set, differentiating it raises."""
     impl: Any = d._impl
     simpl: Any = sol._impl
     J, D, aref = impl.efc_J, impl.efc_D, impl.efc_aref
@@ -227,13 +364,11 @@ def _implicit_solve(m: mjx.Model, d: mjx.Data, sol: mjx.Data) -> mjx.Data:
         pos = (jaref >= r * fs) & (fs > 0)
         active = active & ~neg & ~pos
         floss = neg * f - pos * f
+    inputs = (mjx.full_m(m, d), J, D, aref, d.qfrc_smooth, floss)
+    if iterations is not None:
+        inputs = _no_derivative(inputs, iterations)
     qacc, force, qfrc = _solution(
-        mjx.full_m(m, d),
-        J,
-        D,
-        aref,
-        d.qfrc_smooth,
-        floss,
+        *inputs,
         active.astype(D.dtype),
         a_star,
         sg(simpl.efc_force),
@@ -272,24 +407,41 @@ class MjxStep:
     """
 
     def __init__(self, mj_model: mujoco.MjModel, iterations: int | None) -> None:
-        integrator = int(mj_model.opt.integrator)
-        if integrator not in _INTEGRATORS:
+        given, report = _check_options(mj_model)
+        try:
+            self.model = mjx.put_model(given)
+        except NotImplementedError as err:
             raise ValueError(
-                f"integrator {mujoco.mjtIntegrator(integrator).name.removeprefix('mjINT_')} is "
-                "not supported: use integrator='Euler' (semi-implicit Euler) or 'implicitfast' "
-                "in <option>"
-            )
-        if int(mj_model.opt.cone) != int(mujoco.mjtCone.mjCONE_PYRAMIDAL):
-            raise ValueError(
-                "cone='elliptic' is not supported: use MuJoCo's default cone='pyramidal'"
-            )
+                f"MJX cannot run this model: {err} is not implemented in MJX"
+            ) from None
         self.mj_model = mj_model
-        self.model = mjx.put_model(mj_model)
         self.iterations = iterations
         self.h = float(mj_model.opt.timestep)
         self.nq, self.nv, self.nu, self.na = mj_model.nq, mj_model.nv, mj_model.nu, mj_model.na
         self._data = mjx.make_data(self.model)
-        self._integrate = _INTEGRATORS[integrator]
+        self._integrator = _INTEGRATOR_NAMES[int(mj_model.opt.integrator)]
+        # joints, for integrating positions: hinge/slide (one coordinate) gathered at once
+        types = np.asarray(mj_model.jnt_type)
+        qadr, vadr = np.asarray(mj_model.jnt_qposadr), np.asarray(mj_model.jnt_dofadr)
+        scalar = (types == int(mujoco.mjtJoint.mjJNT_HINGE)) | (
+            types == int(mujoco.mjtJoint.mjJNT_SLIDE)
+        )
+        self._scalar_q, self._scalar_v = qadr[scalar], vadr[scalar]
+        self._free = [(int(q), int(v)) for q, v, t in zip(qadr, vadr, types) if t == 0]
+        self._ball = [(int(q), int(v)) for q, v, t in zip(qadr, vadr, types) if t == 1]
+        if self._free or self._ball:
+            report += (
+                "free and ball joints: quaternions integrated by MuJoCo's formula, written to "
+                "be smooth at zero angular velocity (MJX's has a zero derivative there)",
+            )
+        if iterations is not None:
+            report += (
+                f"iterations={iterations}: {iterations} Newton iteration(s) per step (values "
+                "only: derivatives are refused, see load)",
+            )
+        self.report: tuple[str, ...] = report
+        """What the adapter changed or approximated against MuJoCo C, one line each
+        (empty: nothing; MJX's own pipeline runs the model)."""
 
     def __repr__(self) -> str:
         return (
@@ -372,8 +524,32 @@ class MjxStep:
 
     def initial_state(self, qpos: ArrayLike | None = None, qvel: ArrayLike | None = None):
         """The model's initial state (``qpos0``, zero velocity), or the given ``qpos`` /
-        ``qvel`` (shapes ``(nq,)``, ``(nv,)``), as an :class:`MjxState`."""
+        ``qvel`` (shapes ``(nq,)``, ``(nv,)``), as an :class:`MjxState`.
+
+        Raises:
+            ValueError: a wrong shape; a concrete ``qpos`` or ``qvel`` with an entry that is
+                not finite or exceeds MuJoCo's ``mjMAXVAL`` (1e10, where ``mj_step`` resets
+                an unstable simulation), or a free/ball joint quaternion of zero norm.
+        """
         self.check_theta({"qpos0": qpos, "qvel0": qvel}, extra=STATE_FIELDS)
+        for name, value in (("qpos", qpos), ("qvel", qvel)):
+            if value is None or not is_concrete(value):
+                continue
+            arr = np.asarray(value, dtype=float)
+            bad = ~np.isfinite(arr) | (np.abs(arr) > mujoco.mjMAXVAL)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise ValueError(
+                    f"{name}[{i}] must be finite with |{name}| <= {mujoco.mjMAXVAL:g} "
+                    f"(MuJoCo's mjMAXVAL), got {arr[i]!r}"
+                )
+            if name == "qpos":
+                for q in [a + 3 for a, _ in self._free] + [a for a, _ in self._ball]:
+                    if float(np.dot(arr[q : q + 4], arr[q : q + 4])) < mujoco.mjMINVAL:
+                        raise ValueError(
+                            f"qpos[{q}:{q + 4}] is a joint's quaternion and must be nonzero "
+                            f"(a rotation, e.g. [1, 0, 0, 0]), got {arr[q : q + 4].tolist()}"
+                        )
         d = self._data
         return MjxState(
             qpos=d.qpos if qpos is None else jnp.asarray(qpos, d.qpos.dtype),
@@ -415,7 +591,7 @@ class MjxStep:
         d = mjx.fwd_acceleration(m, d)
         if d._impl.efc_J.shape[0] == 0:  # pyright: ignore[reportAttributeAccessIssue]
             return d.replace(qacc=d.qacc_smooth)
-        d = _implicit_solve(m, d, self._solve(m, d))
+        d = _implicit_solve(m, d, self._solve(m, d), self.iterations)
         return mjx.sensor_acc(m, d)
 
     def __call__(
@@ -435,9 +611,83 @@ class MjxStep:
         m = self.model_with(theta)
         if u is not None and tuple(np.shape(u)) != (self.nu,):
             raise ValueError(f"u (ctrl) must have shape (nu,) = ({self.nu},), got {np.shape(u)}")
-        d = self.forward(m, self.data(state, u))
-        d = self._integrate(m, d)
-        return MjxState(d.qpos, d.qvel, d.act, d.qacc_warmstart)
+        d = self.data(state, u)
+        if self._integrator == "RK4":  # its four stages run the forward dynamics
+            return self._rk4(m, d)
+        return self.integrate(m, self.forward(m, d))
+
+    def integrate_pos(self, qpos: Array, qvel: Array, dt: float) -> Array:
+        """MuJoCo's ``mj_integratePos``: ``qpos`` advanced by ``qvel`` over ``dt`` (hinge and
+        slide joints add, free and ball joints rotate their quaternion), smooth at zero
+        angular velocity."""
+        out = qpos
+        if self._scalar_q.size:
+            out = out.at[self._scalar_q].add(dt * qvel[self._scalar_v])
+        for q, v in self._free:
+            out = out.at[q : q + 3].add(dt * qvel[v : v + 3])
+            out = out.at[q + 3 : q + 7].set(
+                _quat_integrate(qpos[q + 3 : q + 7], qvel[v + 3 : v + 6], dt)
+            )
+        for q, v in self._ball:
+            out = out.at[q : q + 4].set(_quat_integrate(qpos[q : q + 4], qvel[v : v + 3], dt))
+        return out
+
+    def integrate(self, m: mjx.Model, d: mjx.Data) -> MjxState:
+        """The model's integrator from ``d`` after :meth:`forward`: the next state (RK4
+        runs :meth:`forward` again at its later stages)."""
+        if self._integrator == "RK4":
+            return self._rk4(m, d)
+        if self._integrator == "implicit":
+            qacc = self._implicit_qacc(m, d)
+            act = _mjx_forward._next_activation(m, d, d.act_dot)
+            qvel = d.qvel + self.h * qacc
+            return MjxState(self.integrate_pos(d.qpos, qvel, self.h), qvel, act, d.qacc)
+        # MJX's own Euler (damping implicit) and implicitfast; positions integrated here
+        d1 = (mjx.euler if self._integrator == "Euler" else mjx.implicit)(m, d)
+        qpos = self.integrate_pos(d.qpos, d1.qvel, self.h)
+        return MjxState(qpos, d1.qvel, d1.act, d1.qacc_warmstart)
+
+    def _implicit_qacc(self, m: mjx.Model, d: mjx.Data) -> Array:
+        """MuJoCo's ``mjINT_IMPLICIT`` acceleration: ``(M − h ∂f/∂v)⁻¹ (f + qfrc_constraint)``
+        with ``f = qfrc_smooth`` and ``∂f/∂v`` its full derivative in velocity (forward-mode
+        autodiff of MJX's velocity, actuation and acceleration stages)."""
+
+        def smooth_force(qvel):
+            dv = mjx.fwd_velocity(m, d.replace(qvel=qvel))
+            dv = mjx.fwd_actuation(m, dv)
+            return mjx.fwd_acceleration(m, dv).qfrc_smooth
+
+        dfdv = jax.jacfwd(smooth_force)(d.qvel)
+        H = mjx.full_m(m, d) - self.h * dfdv
+        return jnp.linalg.solve(H, d.qfrc_smooth + d.qfrc_constraint)
+
+    def _rk4(self, m: mjx.Model, d0: mjx.Data) -> MjxState:
+        """MuJoCo's ``mj_RungeKutta`` (classical RK4 on ``(qpos, qvel, act)``, positions on
+        the joint manifold) with this adapter's forward dynamics. All four stages are one
+        ``lax.scan`` whose body runs :meth:`forward`, so a step traces the forward dynamics
+        once. Stage i starts from ``d0`` advanced by ``h a_i`` times stage i − 1's
+        derivatives (``a = 0, 1/2, 1/2, 1``: MuJoCo's tableau is diagonal)."""
+        h = self.h
+        a = np.array([0.0, 0.5, 0.5, 1.0])
+        b = np.array([1.0, 2.0, 2.0, 1.0]) / 6.0
+        zero = (jnp.zeros_like(d0.qvel), jnp.zeros_like(d0.qvel), jnp.zeros_like(d0.act))
+
+        def stage(carry, ab):
+            (kqvel, kqacc, kact_dot), sums = carry
+            ai, bi = ab[0], ab[1]
+            qpos = self.integrate_pos(d0.qpos, ai * kqvel, h)
+            qvel = d0.qvel + (ai * h) * kqacc
+            act = d0.act + (ai * h) * kact_dot
+            d = self.forward(m, d0.replace(qpos=qpos, qvel=qvel, act=act))
+            k = (d.qvel, d.qacc, d.act_dot)
+            sums = tuple(x + bi * y for x, y in zip(sums, k))
+            return (k, sums), (d.qacc, d.actuator_length)
+
+        ab = jnp.asarray(np.stack([a, b], axis=1), dtype=d0.qvel.dtype)
+        (_, (vsum, asum, act_dot)), (qacc, length) = jax.lax.scan(stage, (zero, zero), ab)
+        act = _mjx_forward._next_activation(m, d0.replace(actuator_length=length[0]), act_dot)
+        qvel = d0.qvel + h * asum
+        return MjxState(self.integrate_pos(d0.qpos, vsum, h), qvel, act, qacc[0])
 
     # -- rollouts -----------------------------------------------------------------------
 
@@ -494,7 +744,10 @@ class MjxStep:
     # -- bodies -------------------------------------------------------------------------
 
     def body_id(self, name: str) -> int:
-        """The index of body ``name``; ``ValueError`` listing the bodies if there is none."""
+        """The index of body ``name``; ``ValueError`` listing the bodies if there is none,
+        ``TypeError`` if ``name`` is not a ``str``."""
+        if not isinstance(name, str):
+            raise TypeError(f"body must be a str (a body's name), got {name!r}")
         i = mujoco.mj_name2id(self.mj_model, mujoco.mjtObj.mjOBJ_BODY, name)
         if i < 0:
             names = [self.mj_model.body(k).name for k in range(1, self.mj_model.nbody)]
@@ -557,7 +810,7 @@ def load(model: Any, *, iterations: int | None = None) -> MjxStep:
         (7,)
     """
     if iterations is not None:
-        iterations = check_int("iterations", iterations, minimum=1)
+        iterations = check_int("iterations", iterations, minimum=1, maximum=_MAX_ITERATIONS)
     return MjxStep(_mj_model(model), iterations)
 
 

@@ -1,5 +1,6 @@
 # Shared set-up for scripts/test and scripts/test-slow (sourced, not run).
-#   EXTRAS: pip extras to install (default "test"); the engine adapters' extras (mjx, brax:
+#   EXTRAS: pip extras to install (default "test"); the engine adapters' extras (mjx, brax,
+#   and zoo, the gymnasium models their tests check; mjx, brax:
 #   MuJoCo MJX and Brax, pinned in pyproject.toml) are always added, so their tests run
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -9,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[${EXTRAS:-test},mjx,brax]"
+.venv/bin/python -m pip install -q -e ".[${EXTRAS:-test},mjx,brax,zoo]"
 
 install_chromium() {
   # Debian's chromium, for the browser tests (Playwright drives it; no browser download)

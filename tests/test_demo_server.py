@@ -503,3 +503,51 @@ def test_ctrl_c_while_compiling_exits_cleanly(tmp_path):
         code, err = _stop(proc)
         assert code == 0, err
         assert "terminate called" not in err
+
+
+# -- issue 26 -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/_dash-component-suites/dash/x.js",
+        "/_dash-component-suites/../../etc/passwd",
+        "/_dash-component-suites/nope/x.js",
+        "/_dash-component-suites/dash/dcc/../../../x.js",
+    ],
+)
+def test_an_asset_dash_does_not_serve_is_a_404(client, path):
+    # D16: was 500 "internal error of the demo server" (Dash's DependencyException)
+    r = client.get(path)
+    assert r.status_code == 404
+    assert r.get_json() == {"error": f"no such file: {path}", "status": 404}
+    assert client.get("/_dash-component-suites/dash/dcc/dash_core_components.js").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1:abc",
+        "127.0.0.1:99999999",
+        "127.0.0.1:65536",
+        "127.0.0.1:18457, evil.com",
+        "127.0.0.1 evil.com",
+        "localhost:8050:8050",
+        "[::1]x",
+        "[::1]:abc",
+        "[127.0.0.1]:8050",
+        "127.0.0.1:٣",
+        "local host",
+    ],
+)
+def test_malformed_host_headers_are_refused(client, host):
+    # D17: the name part was loopback, so these were answered (200)
+    assert not HostCheck.for_bind("127.0.0.1").allows(host)
+    assert client.get("/", headers={"Host": host}).status_code == 400
+    assert client.get("/").status_code == 200
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65535", "[::1]", "::1"])
+def test_well_formed_local_host_headers_are_still_answered(host):
+    assert HostCheck.for_bind("127.0.0.1").allows(host)

@@ -23,6 +23,7 @@ import errno
 import ipaddress
 import json
 import logging
+import re
 import socket
 from collections.abc import Mapping
 from typing import Any
@@ -160,15 +161,34 @@ def interface_urls(host: str, port: int) -> list[str]:
 # -- the Host header ----------------------------------------------------------------------
 
 
+_REG_NAME = re.compile(r"[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?")
+"""A host name (RFC 3986 ``reg-name`` as DNS uses it; IPv4 literals match it too)."""
+
+
+def _valid_port(port: str) -> bool:
+    """``port`` of a ``Host`` header: empty (no port) or 1-5 digits in 0..65535."""
+    return port == "" or (
+        port.isascii() and port.isdigit() and len(port) <= 5 and int(port) <= 65535
+    )
+
+
 def _host_name(header: str) -> str:
-    """The name in a ``Host`` header value, without the port, lower case."""
+    """The name in a ``Host`` header value, without the port, lower case; ``""`` (refused)
+    for anything that is not ``name[:port]`` or ``[v6]:[port]`` with a port in 0..65535:
+    ``127.0.0.1:abc``, ``127.0.0.1:99999999`` and ``127.0.0.1:1, evil.com`` are malformed,
+    not loopback (issue 26, D17)."""
     header = header.strip().lower()
     if header.startswith("["):  # [v6]:port
-        name, bracket, port = header[1:].partition("]")
-        return name if bracket and (not port or port.startswith(":")) else ""
-    if header.count(":") == 1:
-        header = header.partition(":")[0]
-    return header.rstrip(".")
+        name, bracket, rest = header[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")) or not _valid_port(rest[1:]):
+            return ""
+        return name if _is_ip(name) and ":" in name else ""
+    if header.count(":") > 1:  # an unbracketed IPv6 literal (no port possible)
+        return header if _is_ip(header) else ""
+    name, _, port = header.partition(":")
+    if not _valid_port(port) or not _REG_NAME.fullmatch(name):
+        return ""
+    return name.rstrip(".")
 
 
 def _is_ip(name: str) -> bool:
@@ -329,6 +349,17 @@ def parse_update(data: bytes, callback_map: Mapping[str, Mapping[str, Any]]) -> 
 # -- the Flask hooks ----------------------------------------------------------------------
 
 
+def _is_missing_asset(err: Exception) -> bool:
+    """Dash's answer to a component-suite path it does not serve (an unregistered library,
+    ``..``, a file not in the package): ``DependencyException``, which Flask would make a 500;
+    it is a 404 (issue 26, D16)."""
+    try:
+        from dash.exceptions import DependencyException, InvalidResourceError
+    except ImportError:  # pragma: no cover - Dash is what serves these paths
+        return False
+    return isinstance(err, DependencyException | InvalidResourceError)
+
+
 def _error(message: str, status: int) -> flask.Response:
     return flask.Response(
         json.dumps({"error": message, "status": status}),
@@ -382,5 +413,7 @@ def install(
     def _on_error(err: Exception) -> flask.Response:
         if isinstance(err, HTTPException):
             return _error(err.description or err.name, err.code or 500)
+        if _is_missing_asset(err):  # a request for a file Dash does not serve: not a bug
+            return _error(f"no such file: {flask.request.path[:200]}", 404)
         log.exception("demo server: request failed")
         return _error("internal error of the demo server (logged on its console)", 500)

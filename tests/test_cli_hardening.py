@@ -423,3 +423,26 @@ def test_diagnose_options_that_apply_still_run():
     res = runner.invoke(app, ["diagnose", "--system", "stiff", "--k", "1e3", "--steps", "64"])
     assert res.exit_code == 0, res.output
     assert res.stdout.split()[0] in ("trusted", "untrusted", "inconclusive")
+
+
+def test_wall_notes_when_the_step_and_the_closed_form_disagree():
+    # D19: at v0 = 9.40 (just above the threshold 9.396) the default h is stopped by the wall
+    # while the closed form clears it; both were printed with no word about why
+    res = runner.invoke(app, ["wall", "--v0", "9.40", "--json"])
+    assert res.exit_code == 0, res.output
+    out = strict(res.stdout)
+    assert out["clears_wall"] is False and out["landing_x"] == 6.0
+    assert out["closed_form_landing_x"] == pytest.approx(9.0071, abs=1e-4)
+    assert out["note"] == (
+        "at h = 0.00416667 s the time-stepped flight is stopped by the wall, while the closed "
+        "form (continuous time) clears it: v0 = 9.4 m/s is within the O(h) discretisation "
+        "error of the threshold 9.396 m/s; a smaller --h (e.g. 0.000416667) resolves it"
+    )
+    text = runner.invoke(app, ["wall", "--v0", "9.40"])
+    assert text.exit_code == 0 and "note: at h = 0.00416667 s" in " ".join(text.stdout.split())
+
+
+@pytest.mark.parametrize("args", [["--v0", "9.40", "--h", "1e-4"], ["--v0", "11"], ["--v0", "8"]])
+def test_wall_has_no_note_when_they_agree(args):
+    res = runner.invoke(app, ["wall", *args, "--json"])
+    assert res.exit_code == 0 and "note" not in strict(res.stdout)

@@ -111,6 +111,9 @@ def wall(
     require_finite_answer(
         out, ("landing_x", "loss", "grad", "closed_form_landing_x"), f"--v0 {v0:g} --h {h:g}"
     )
+    note = _discretisation_note(v0, h, clears, bool(pw.clears_wall_closed_form(v)))
+    if note:
+        out["note"] = note
     if json_out:
         print_json(out)
         return
@@ -122,6 +125,26 @@ def wall(
     console.print(f"clears wall      {'yes' if clears else 'no'}")
     label = "d loss/d v₀" + (f" (smoothed, τ = {smoothing:g} m)" if smoothing else "")
     console.print(f"{label:<16} {grad:.4g}")
+    if note:
+        console.print(f"note: {note}", highlight=False)
+
+
+def _discretisation_note(v0: float, h: float, clears: bool, clears_closed_form: bool) -> str:
+    """Why the time-stepped flight and the closed form disagree about the wall, when they do
+    (issue 26, D19): next to the threshold speed the O(h) error of the step decides which
+    side of the wall's top the ball passes. Empty when they agree."""
+    if clears == clears_closed_form:
+        return ""
+    from ..systems import projectile_wall as pw
+
+    v_clear = pw.plateau_bounds()[1]
+    stepped = "clears the wall" if clears else "is stopped by the wall"
+    exact = "clears it" if clears_closed_form else "hits it"
+    return (
+        f"at h = {h:g} s the time-stepped flight {stepped}, while the closed form (continuous "
+        f"time) {exact}: v0 = {v0:g} m/s is within the O(h) discretisation error of the "
+        f"threshold {v_clear:.4g} m/s; a smaller --h (e.g. {h / 10:g}) resolves it"
+    )
 
 
 MIN_APPROACH_STEPS = 4

@@ -14,6 +14,7 @@ from . import _core as _core
 from . import _demo as _demo
 from . import _diagnose as _diagnose
 from . import _estimators as _estimators
+from . import _identify as _identify
 from ._common import app, set_float32
 
 

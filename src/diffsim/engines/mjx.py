@@ -4,8 +4,8 @@ r"""MuJoCo models as diffsim steps, run by MuJoCo MJX (``pip install 'diffsim-ja
 
 :func:`load` takes an MJCF file path, an MJCF XML string or a ``mujoco.MjModel`` and returns
 an :class:`MjxStep`: a pure step ``step(state, theta[, u]) -> state`` that runs MJX's own
-pipeline (``fwd_position`` … ``solve`` … ``euler``/``implicit``, the stages of
-``mjx.step``), so every diffsim tool runs on it unchanged::
+pipeline (``fwd_position`` … ``solve`` … the integrator, the stages of ``mjx.step``), so
+every diffsim tool runs on it unchanged::
 
     step = mjx.load("robot.xml")
     traj = diffsim.rollout(step, step.initial_state(), {"geom_friction": f}, 200,
@@ -46,17 +46,32 @@ derivative. Accuracy: the derivative of the converged solution (what finite diff
 MuJoCo give, within the solver tolerance), never that of a truncated iteration.
 
 ``iterations=k`` replaces MJX's convergence loop by exactly k Newton iterations (warm
-started from the previous step), for a fixed, batch-independent cost. Its accuracy cost,
-measured on the pushing scene (box pushed for 1 s over four friction contacts): k = 1 moves
-the box's final position by about 10 cm against the converged solve, k = 4 by less than
-0.1 mm (``tests/test_engines_mjx.py::test_fixed_iterations_match_the_converged_solve``).
-The default (``None``) is the converged solve.
+started from the previous step), for a fixed, batch-independent cost, and values only:
+differentiating it raises ``ValueError``, because the one derivative the adapter has is that
+of the converged solve, a different model, whose gradient can differ from that of the
+k-iteration loss in sign and by orders of magnitude. Its accuracy cost, measured on the
+pushing scene (box pushed for 1 s over four friction contacts): k = 1 moves the box's
+final position by about 10 cm against the converged solve, k = 4 by less than 0.1 mm
+(``tests/test_engines_mjx.py::test_fixed_iterations_match_the_converged_solve``). The
+default (``None``) is the converged solve.
 
-Supported: MuJoCo's ``Euler`` and ``implicitfast`` integrators, the pyramidal friction cone
-(MuJoCo's default). ``RK4`` and elliptic cones are refused at :func:`load` with a
-``ValueError``. Changing ``body_mass`` or ``body_inertia`` through θ does not recompute
-MuJoCo's precomputed constants (``body_invweight0``, used to scale contact softness),
-exactly as editing ``mjModel`` without ``mj_setConst``.
+**What runs, and** :attr:`MjxStep.report`. MuJoCo's ``Euler`` and ``implicitfast`` are MJX's
+own; ``RK4`` is MuJoCo's ``mj_RungeKutta`` (its tableau, four forward evaluations, positions
+on the joint manifold) written over this adapter's forward dynamics, and ``implicit`` is
+MuJoCo's implicit-in-velocity step with the full derivative of the smooth forces in velocity
+(forward-mode autodiff of MJX's velocity stages, which MJX itself lacks). The ``PGS`` solver,
+which MJX lacks, is run as MJX's Newton solver: both converge to the solution of the same
+convex problem, and the derivative is that of the solution. Free and ball joints integrate
+their quaternion by MuJoCo's formula written to be smooth at zero angular velocity (MJX's
+has a zero derivative there). ``step.report`` lists each of these that applies to the model.
+Refused at :func:`load` with a ``ValueError`` naming the MJCF option and the value to use:
+elliptic cones, ``noslip_iterations > 0`` (MJX has no noslip pass), ``implicitfast`` with
+fluid forces, a ``timestep`` that is not finite or not in (0, 1] s, a NaN in the MJCF, and
+whatever ``mjx.put_model`` does not implement (its message is passed on). Every gymnasium
+MuJoCo model loads unchanged (``tests/test_mujoco_zoo.py``, which checks the step and its
+Jacobians against MuJoCo C). Changing ``body_mass`` or ``body_inertia`` through θ does not
+recompute MuJoCo's precomputed constants (``body_invweight0``, used to scale contact
+softness), exactly as editing ``mjModel`` without ``mj_setConst``.
 
 Pinned versions (the extra ``diffsim-jax[mjx]``): ``mujoco==3.17.0``, ``mujoco-mjx==3.17.0``
 with ``jax`` 0.10.2.
@@ -790,14 +805,18 @@ def load(model: Any, *, iterations: int | None = None) -> MjxStep:
         iterations: ``None`` (default): MJX's constraint solver runs to convergence
             (``opt.iterations``, ``opt.tolerance``); an integer k >= 1: exactly k Newton
             iterations per step, warm-started (fixed cost; see the module docstring for
-            its accuracy). Derivatives are those of the solution either way.
+            its accuracy), k <= 2**31 − 1; values only: differentiating a step loaded
+            with ``iterations=k`` raises ``ValueError``.
 
     Returns:
         :class:`MjxStep`, callable as ``step(state, theta[, u])``.
 
     Raises:
-        ValueError: a missing file or MJCF that MuJoCo cannot parse (the message names the
-            file and gives MuJoCo's error); an unsupported integrator or cone.
+        ValueError: a missing file, MJCF that MuJoCo cannot parse or that contains a NaN
+            (the message names the file and gives MuJoCo's error); an option MJX cannot run
+            (the message names the MJCF option and the value to use; see the module
+            docstring); ``iterations`` out of range. MuJoCo's other parse warnings (e.g.
+            deprecated attributes) become Python ``UserWarning``s instead of lines on stderr.
         TypeError: ``model`` of another type.
 
     Example:

@@ -28,12 +28,18 @@ Pinned versions (the extra ``diffsim-jax[brax]``): ``brax==0.14.2`` (Python >= 3
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as jnp
-from brax import envs
 from jaxtyping import Array
+
+# Brax imports MuJoCo MJX, whose optional Warp backend prints "Failed to import warp: ..."
+# when Warp is absent (not needed here): keep the import quiet
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    from brax import envs
 
 from .._checks import check_int
 from .._rollout import Checkpoint, rollout

@@ -39,6 +39,7 @@ FLOATS_ODD = [
 INTS_ODD = [
     "0", "-1", "1", "7", str(2**31 - 1), str(2**31), str(2**32), str(2**63), str(-(2**63)),
     "99999999999999999999999", "1.5", "1e3", "abc", "", "nan", "inf",
+    str(2**63 - 1), str(-(2**63) - 1), "9" * 400, "-" + "9" * 400, "9" * 5000,  # issue 26, D2
 ]  # fmt: skip
 
 
@@ -55,6 +56,7 @@ def ints(*typical: str) -> st.SearchStrategy[str]:
         st.sampled_from(list(typical)),
         st.sampled_from(INTS_ODD),
         st.integers(min_value=-(2**70), max_value=2**70).map(str),
+        st.integers(min_value=-(10**400), max_value=10**400).map(str),  # issue 26, D2
     )
 
 
@@ -223,6 +225,8 @@ def test_fuzz_command(command):
     figure=st.sampled_from(["wall", "bounce", "stiff", "smoothing", "nope", ""]),
     out=st.sampled_from(
         ["missing/dir/x.png", "x.jpg", ".", "/proc/nope.png", "", "a/", "/dev/null/x.png"]
+        # issue 26, D3: a file name, a folder name over 255 bytes
+        + ["a" * 300 + ".png", "b" * 300 + "/x.png", "c" * 5000 + ".png"]
     ),
 )
 def test_fuzz_plot_paths(figure, out, tmp_path_factory):
@@ -250,3 +254,87 @@ def test_fuzz_bench_is_checked_before_it_runs(figure, frameworks, tmp_path_facto
 def test_fuzz_no_arguments_and_unknown_command():
     for argv in (["nope"], ["--nope"], ["jacobian", "extra"]):
         _outcome("jacobian", argv, False)
+
+
+# --- issue 26: options that do not apply to the mode (D6), --mjcf's cost check (D4) ------------
+
+MJCF = "src/diffsim/engines/scenes/free_flight.xml"
+NOT_FOR_MJCF = {
+    "--system": st.sampled_from(["wall", "bounce", "stiff"]),
+    "--v0": floats("8", "-5"),
+    "--k": floats("1e5", "-5"),
+    "--toi": st.just(None),
+    "--no-toi": st.just(None),
+    "--battery": st.just(None),
+    "--held-out": st.just(None),
+}
+NOT_FOR_BATTERY = {
+    "--system": st.sampled_from(["wall", "bounce", "moon"]),
+    "--v0": floats("8"),
+    "--k": floats("1e5"),
+    "--steps": ints("8", "64"),
+    "--sigma": floats("0.1"),
+    "--samples": ints("16", "64"),
+    "--mjcf": st.just(MJCF),
+    "--body": st.just("ball"),
+}
+NOT_FOR_SYSTEM = {  # system -> options that are not its settings
+    "wall": ["--k", "--steps", "--toi", "--no-toi"],
+    "bounce": ["--v0", "--k"],
+    "stiff": ["--v0", "--toi", "--no-toi"],
+    "pendulum": ["--v0", "--k", "--toi"],
+}
+
+
+def _option(name: str, value: str | None) -> list[str]:
+    return [name] if value is None else [name, value]
+
+
+@st.composite
+def modes_with_an_option_that_does_not_apply(draw: st.DrawFn) -> list[str]:
+    mode = draw(st.sampled_from(["mjcf", "battery", "held-out", "system", "mjcf-only"]))
+    argv = ["diagnose"]
+    if mode == "mjcf":
+        argv += ["--mjcf", MJCF]
+        bad = draw(
+            st.lists(st.sampled_from(sorted(NOT_FOR_MJCF)), min_size=1, max_size=3, unique=True)
+        )
+        for name in bad:
+            argv += _option(name, draw(NOT_FOR_MJCF[name]))
+    elif mode == "battery":
+        argv.append("--battery")
+        bad = draw(
+            st.lists(st.sampled_from(sorted(NOT_FOR_BATTERY)), min_size=1, max_size=3, unique=True)
+        )
+        for name in bad:
+            argv += _option(name, draw(NOT_FOR_BATTERY[name]))
+    elif mode == "held-out":
+        argv += ["--held-out", *draw(st.sampled_from([[], ["--system", "bounce"], ["--v0", "9"]]))]
+    elif mode == "system":
+        system = draw(st.sampled_from(sorted(NOT_FOR_SYSTEM)))
+        argv += ["--system", system]
+        name = draw(st.sampled_from(NOT_FOR_SYSTEM[system]))
+        argv += _option(name, None if "toi" in name else draw(floats("3", "100")))
+    else:
+        name = draw(st.sampled_from(["--wrt", "--body", "--target"]))
+        argv += [name, {"--wrt": "qpos0", "--body": "ball", "--target": "1,2,3"}[name]]
+    if draw(st.booleans()):
+        argv += ["--seed", draw(SEEDS)]
+    if draw(st.booleans()):
+        argv.append("--json")
+    return argv
+
+
+@given(argv=modes_with_an_option_that_does_not_apply())
+def test_fuzz_diagnose_refuses_options_the_mode_ignores(argv):
+    # every draw holds an option its mode would ignore: a clean rejection, never a run
+    assert _outcome("diagnose", argv, "--json" in argv) == "rejected", argv
+
+
+@given(steps=ints("1", "100", "5", str(2**31 - 1)), samples=ints("16", "256", "100000000"))
+def test_fuzz_diagnose_mjcf_cost_is_checked_before_compiling(steps, samples):
+    # with the fuzz's 5 s time limit every --mjcf call is refused before compiling (an MJX
+    # compile alone takes tens of seconds): D4 was an XLA out-of-memory after 16-53 s
+    pytest.importorskip("mujoco.mjx")
+    argv = ["diagnose", "--mjcf", MJCF, "--steps", steps, "--samples", samples, "--json"]
+    assert _outcome("diagnose", argv, True) == "rejected", argv

@@ -401,3 +401,76 @@ def test_bouncing_ball_helpers(y0, vy0, e, h, num_steps, toi):
         return all(not np.any(np.isnan(np.asarray(a))) for a in r)
 
     check(call, names, result_ok=result_ok)
+
+
+# --- issue 26: constructor field types (D11), θ/step mismatch (D12) ----------------------
+
+planes = st.one_of(
+    st.sampled_from(["plane", None, 3.0, (1.0, 0.0), b"x", True]),
+    st.builds(lambda: contact.Plane.ground()),
+    st.builds(lambda: contact.Plane.wall(6.0, height=2.0)),
+)
+flags = st.one_of(st.booleans(), st.sampled_from(["yes", None, 1, 0, 0.0, "True", [], np.bool_(1)]))
+choices = st.one_of(st.sampled_from(["substep", "linear", "project", "reflect"]), junk)
+
+
+@given(
+    kind=st.sampled_from(["restitution", "stop_dead", "penalty"]),
+    plane=planes,
+    toi=flags,
+    location=choices,
+    position=choices,
+    kinematic=st.one_of(st.just(()), st.sampled_from([0, (0,), "ab", (0.5,), [1], None, (True,)])),
+)
+def test_contact_constructor_field_types(kind, plane, toi, location, position, kinematic):
+    def call():
+        if kind == "restitution":
+            c = contact.Restitution(plane, toi=toi, location=location, position=position)
+        elif kind == "stop_dead":
+            c = contact.StopDead(plane, toi=toi, location=location)
+        else:
+            c = contact.PenaltySpring(plane, kinematic=kinematic)
+        step = contact.WithContact(
+            integrators.SemiImplicitEuler(lambda x, v, th: -9.81 + 0 * x, h=0.01), c
+        )
+        s0 = (jnp.array([5.0, 1.0]), jnp.array([4.0, 0.0]))
+        return diffsim.rollout(step, s0, {"g": 9.81}, 3, trajectory=False)
+
+    names = ["plane", "toi", "location", "position", "kinematic", "smoothing", "normal"]
+    check(call, names, result_ok=no_nan)
+
+
+FREE_SYSTEMS = {
+    name: getattr(systems, name)()
+    for name in ("free_particle", "bouncing_ball", "pendulum", "harmonic_oscillator")
+}
+
+
+@given(name=st.sampled_from(sorted(FREE_SYSTEMS)), theta=pytrees, s0=st.one_of(st.none(), pytrees))
+def test_rollout_theta_and_state_the_step_does_not_read(name, theta, s0):
+    sys = FREE_SYSTEMS[name]
+
+    def call():
+        return diffsim.rollout(sys.step, sys.s0 if s0 is None else s0, theta, 3, trajectory=False)
+
+    check(call, ["theta", "s0", "h", "accel", "step"], result_ok=no_nan)
+
+
+@given(
+    name=st.sampled_from(["bouncing_ball", "free_particle", "pendulum", "double_pendulum"]),
+    integrator=st.one_of(st.sampled_from(sorted(integrators.INTEGRATORS)), junk, st.just(int)),
+    h=st.one_of(st.just(0.01), st.sampled_from([np.array([0.1, 0.2]), np.zeros((1,)), "0.1"])),
+)
+def test_system_integrator_and_step_types(name, integrator, h):
+    registry = dict(integrators.INTEGRATORS)
+    integ = (
+        registry[integrator]
+        if isinstance(integrator, str) and integrator in registry
+        else integrator
+    )
+
+    def call():
+        sys = getattr(systems, name)(h=h, integrator=integ)
+        return diffsim.rollout(sys.step, sys.s0, sys.theta, 3, trajectory=False)
+
+    check(call, ["integrator", "h"], result_ok=no_nan)

@@ -57,6 +57,10 @@ json_values = st.recursive(
     max_leaves=25,
 )
 _HOSTS = ["localhost", "127.0.0.1:8050", "[::1]:8050", "evil.example", "", "[::1", "a:b:c"]
+_MALFORMED_HOSTS = [  # issue 26, D17: a loopback name with a malformed rest
+    "127.0.0.1:abc", "127.0.0.1:99999999", "127.0.0.1:65536", "127.0.0.1:18457, evil.com",
+    "localhost:1:2", "[::1]:x", "[::1]evil", "127.0.0.1 evil", "localhost:-1", "localhost:+80",
+]  # fmt: skip
 header_values = st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=40)
 headers = st.dictionaries(
     st.sampled_from(
@@ -148,3 +152,73 @@ def test_requests_the_page_could_send_get_a_2xx_or_4xx(body):
 def test_any_get_path_gets_a_2xx_or_4xx(path):
     r = _CLIENT.get("/" + path.lstrip("/"))
     assert r.status_code < 500, r.status_code
+
+
+# --- issue 26 ----------------------------------------------------------------------------
+
+TALLY: dict[str, int] = {"cases": 0, "clean rejections": 0, "results": 0, "defects": 0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report(request):
+    yield
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    line = (
+        f"server fuzz (issue 26 classes): {TALLY['cases']} cases, {TALLY['clean rejections']} "
+        f"clean rejections, {TALLY['results']} results, {TALLY['defects']} defects"
+    )
+    if capture is not None:
+        with capture.global_and_fixture_disabled():
+            print("\n" + line)
+
+
+def _tally(ok: bool, rejected: bool) -> None:
+    TALLY["cases"] += 1
+    TALLY["defects" if not ok else "clean rejections" if rejected else "results"] += 1
+
+
+@given(
+    host=st.one_of(
+        st.sampled_from(_MALFORMED_HOSTS),
+        st.builds(
+            lambda name, sep, rest: f"{name}{sep}{rest}",
+            st.sampled_from(["127.0.0.1", "localhost", "[::1]"]),
+            st.sampled_from([":", ", ", " ", ":8050,", "::"]),
+            header_values,
+        ),
+    )
+)
+def test_malformed_host_headers_get_400(host):
+    # a header whose port is not 0..65535 digits, or that has anything after the port, is
+    # not this machine's name, whatever its first part says (D17: these got 200)
+    from diffsim.app._guard import _host_name
+
+    name = _host_name(host)
+    r = _CLIENT.get("/", headers={"Host": host})
+    if name:  # well formed after all (e.g. a drawn "127.0.0.1:" + "80"): answered
+        ok = r.status_code == 200 and name in ("127.0.0.1", "localhost", "::1")
+        _tally(ok, rejected=False)
+    else:
+        ok = r.status_code == 400 and r.get_json()["status"] == 400
+        _tally(ok, rejected=True)
+    assert ok, (host, name, r.status_code)
+
+
+@given(
+    path=st.one_of(
+        st.builds(
+            lambda lib, rest: f"/_dash-component-suites/{lib}/{rest}",
+            st.sampled_from(["dash", "nope", "..", ".", "dash/dcc", "%2e%2e", ""]),
+            st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=40),
+        ),
+        st.sampled_from(
+            ["/_dash-component-suites/../../etc/passwd", "/_dash-component-suites/dash/x.js"]
+        ),
+    )
+)
+def test_asset_paths_dash_does_not_serve_get_a_4xx(path):
+    # D16: Dash's DependencyException for these was a 500
+    r = _CLIENT.get(path, headers={"Host": "127.0.0.1"})
+    ok = r.status_code < 500 and (r.status_code < 400 or r.is_json)
+    _tally(ok, rejected=r.status_code >= 400)
+    assert ok, (path, r.status_code, r.get_data(as_text=True)[:200])

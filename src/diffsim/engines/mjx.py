@@ -403,6 +403,8 @@ class MjxStep:
         h: the time step (``opt.timestep``), s.
         iterations: ``None`` (MJX's convergence loop) or a fixed Newton iteration count.
         nq, nv, nu, na: sizes of ``qpos``, ``qvel``, ``ctrl`` and ``act``.
+        report: what the adapter runs differently from MuJoCo C and MJX's ``mjx.step``
+            (integrator, solver, quaternion integration, ``iterations``), one line each.
 
     Example:
         >>> import jax, jax.numpy as jnp

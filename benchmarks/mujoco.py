@@ -36,11 +36,12 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
+import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
-import mujoco  # noqa: E402
-from diffsim.engines import mjx  # noqa: E402  (imports MuJoCo MJX quietly)
-from mujoco import mjx as mujoco_mjx  # noqa: E402
+from diffsim.engines import mjx  # noqa: E402
+
+mujoco_mjx = mjx.mjx  # MuJoCo MJX, which the adapter imports without its Warp probe's prints
 
 MODELS = ["hopper", "half_cheetah", "walker2d", "ant", "humanoid"]
 CONTACT_STEPS = {"hopper": 100, "half_cheetah": 60, "walker2d": 100, "ant": 40, "humanoid": 60}

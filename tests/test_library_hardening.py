@@ -527,3 +527,9 @@ def test_system_factories_check_the_integrator_class(factory, bad):
     with pytest.raises(TypeError, match=r"^integrator must be an Integrator class \(one of "
                        r"ExplicitEuler, ImplicitEuler, RK4, SemiImplicitEuler, VelocityVerlet"):  # fmt: skip
         getattr(diffsim.systems, factory)(integrator=bad)
+
+
+@pytest.mark.parametrize("bad", ["jac", 3, [1.0]])
+def test_integrator_accel_jacobian_must_be_callable(bad):
+    with pytest.raises(TypeError, match=r"^accel_jacobian must be None or callable"):
+        SemiImplicitEuler(lambda x, v, th: -x, 0.1, accel_jacobian=bad)

@@ -151,6 +151,11 @@ class Integrator(eqx.Module):
     def __check_init__(self):
         if not callable(self.accel):
             raise TypeError(f"accel must be callable a(x, v, theta[, u]), got {self.accel!r}")
+        if self.accel_jacobian is not None and not callable(self.accel_jacobian):
+            raise TypeError(
+                f"accel_jacobian must be None or callable (x, v, theta[, u]) -> (∂a/∂x, "
+                f"∂a/∂v, ∂a/∂θ), got {self.accel_jacobian!r}"
+            )
         check_positive("h", self.h)
         if jnp.ndim(self.h) != 0:  # one step for the whole state (vmap batches it unseen)
             raise ValueError(

@@ -305,6 +305,7 @@ def _reference(m: mujoco.MjModel) -> mujoco.MjModel:
 def _check(name, what, got, want):
     err = float(np.max(np.abs(got - want)))
     scale = float(np.max(np.abs(want)))
+    print(f"{name} {what}: max error {err:.3g}, largest entry {scale:.3g}")  # shown with -s
     assert err <= JAC_RTOL * max(scale, 1.0), (
         f"{name} {what}: max error {err:.3g}, scale {scale:.3g}"
     )
@@ -339,6 +340,10 @@ def test_step_and_one_step_jacobian_match_mujoco_c_in_contact(name):
     s1, (JA, JB) = jax.jit(value_and_jac)(jnp.zeros(2 * nv), jnp.asarray(c.ctrl))
     d1 = c.run(np.zeros(2 * nv), 0.0, 1)
     mujoco.mj_step(m, dd := _copy_data(m, d))
+    print(
+        f"{name} step vs mj_step: qpos {np.max(np.abs(np.asarray(s1.qpos) - dd.qpos)):.3g}, "
+        f"qvel {np.max(np.abs(np.asarray(s1.qvel) - dd.qvel)):.3g}, ncon {d.ncon}"
+    )
     assert np.max(np.abs(np.asarray(s1.qpos) - dd.qpos)) < STEP_ATOL
     assert np.max(np.abs(np.asarray(s1.qvel) - dd.qvel)) < STEP_ATOL
     assert np.max(np.abs(np.asarray(s1.qvel) - d1.qvel)) < STEP_ATOL
@@ -432,3 +437,13 @@ def test_rk4_ball_at_the_step_where_contact_is_made():
     assert abs(float(s1.qvel[2]) - float(d.qvel[2])) > 1e-3  # the contact acts in this step
     A, _ = c.jacobian(np.asarray(s1.qpos), 1, ctrl=False)
     _check("ball", "A", np.asarray(J), A)
+
+
+@pytest.mark.slow
+def test_mujoco_difference_reports_the_gap_to_mj_step():
+    # the RK4 ball resting in contact on the plane: MJX's model is MuJoCo's here
+    step = mjx.load(BOUNCE_RK4.replace('pos="0 0 0.3"', 'pos="0 0 0.099"'))
+    gap = step.mujoco_difference()
+    assert set(gap) == {"qpos", "qvel", "qvel_change"}
+    assert gap["qvel_change"] > 1e-3  # the step does something
+    assert gap["qpos"] < STEP_ATOL and gap["qvel"] < STEP_ATOL, gap

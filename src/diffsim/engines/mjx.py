@@ -706,6 +706,31 @@ class MjxStep:
         qvel = d0.qvel + h * asum
         return MjxState(self.integrate_pos(d0.qpos, vsum, h), qvel, act, qacc[0])
 
+    def mujoco_difference(
+        self, state: MjxState | None = None, u: ArrayLike | None = None
+    ) -> dict[str, float]:
+        """One step of this adapter against one ``mj_step`` of MuJoCo C from the same
+        state (default: the initial state) and controls: where MJX's model (its collision,
+        its solver's stopping point) differs from MuJoCo's, with the size.
+
+        Returns:
+            ``{"qpos": max |Δqpos|, "qvel": max |Δqvel|, "qvel_change": max |qvel' − qvel|}``
+            (the last is the step's own change, the scale to read the others against).
+        """
+        state = self.initial_state() if state is None else state
+        ctrl = np.zeros(self.nu) if u is None else np.asarray(u, dtype=float)
+        ours = jax.jit(lambda s, c: self(s, None, c))(state, jnp.asarray(ctrl))
+        d = mujoco.MjData(self.mj_model)
+        d.qpos[:], d.qvel[:], d.act[:] = state.qpos, state.qvel, state.act
+        d.qacc_warmstart[:] = state.qacc_warmstart
+        d.ctrl[:] = ctrl
+        mujoco.mj_step(self.mj_model, d)
+        return {
+            "qpos": float(np.max(np.abs(np.asarray(ours.qpos) - d.qpos), initial=0.0)),
+            "qvel": float(np.max(np.abs(np.asarray(ours.qvel) - d.qvel), initial=0.0)),
+            "qvel_change": float(np.max(np.abs(d.qvel - np.asarray(state.qvel)), initial=0.0)),
+        }
+
     # -- rollouts -----------------------------------------------------------------------
 
     def split(self, theta: Mapping[str, ArrayLike] | None) -> tuple[MjxState, dict, Any]:

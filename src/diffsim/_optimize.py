@@ -12,12 +12,29 @@ import numpy as np
 import optax
 from jaxtyping import Array, PyTree
 
-from ._checks import as_arrays, as_used, check_int, check_key, check_positive, default_float
-from ._sigma import sigma_vector
+from ._checks import (
+    as_arrays,
+    as_used,
+    check_int,
+    check_key,
+    check_positive,
+    default_float,
+    is_concrete,
+)
+from ._sigma import Relative, sigma_vector
 from .estimators import Estimator, GradientEstimate
 
 Schedule = Callable[[Array], Array]
 """A schedule ``step -> value`` (any callable of the step index; Optax schedules work)."""
+
+SIGMA_ANNEAL = 0.05
+"""By default σ ends at this fraction of its start (:func:`optimize`'s ``sigma_anneal``)."""
+ANNEAL_FRACTION = 0.6
+"""σ anneals over this share of the steps, then holds."""
+LR_FRACTION = 0.025
+"""The default learning rate, as a fraction of θ₀'s largest magnitude (at least 1)."""
+LR_END_FRACTION = 0.05
+"""The default learning rate ends at this fraction of its start (cosine decay)."""
 
 
 class OptimizeHistory(eqx.Module):
@@ -86,8 +103,9 @@ def _positive_in_loop(name: str, value: Any, dtype: Any) -> Array:
 
 @eqx.filter_jit
 def _optimize(
-    loss, theta0, estimator, optimizer, steps, key, sigma_schedule, temp_schedule, callback
-):
+    loss, theta0, estimator, optimizer, steps, key, sigma_schedule, temp_schedule, callback,
+    anneal=None,
+):  # fmt: skip
     theta0 = jax.tree_util.tree_map(jnp.asarray, theta0)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0), float)
     sigma0 = estimator.smoothing_scale()  # None: no σ to record or anneal
@@ -107,6 +125,10 @@ def _optimize(
             if sigma_schedule is not None:
                 sigma = _positive_in_loop("sigma_schedule", sigma_schedule(k), dtype)
                 est = estimator.with_sigma(sigma)
+            elif anneal is not None:
+                scaled = _scale_sigma(sigma0, anneal(k))
+                est = estimator.with_sigma(scaled)
+                sigma = jnp.max(sigma_vector(scaled, theta)).astype(dtype)
         if temp_schedule is None:
             temp = jnp.asarray(jnp.nan, dtype)
         else:
@@ -137,10 +159,11 @@ def optimize(
     theta0: PyTree[Array],
     estimator: Estimator | None = None,
     *,
-    steps: int,
+    steps: int = 300,
     key: Array,
     optimizer: optax.GradientTransformation | None = None,
     sigma_schedule: Schedule | None = None,
+    sigma_anneal: float | None = SIGMA_ANNEAL,
     temperature_schedule: Schedule | None = None,
     callback: Callable[[Array], None] | None = None,
 ) -> OptimizeResult:
@@ -164,10 +187,20 @@ def optimize(
         estimator: any :class:`diffsim.estimators.Estimator`; default
             :class:`~diffsim.estimators.Auto` (the exact gradient where it can be trusted,
             else first- and zeroth-order samples mixed as the evidence says).
-        steps: number of iterations K >= 1.
+        steps: number of iterations K >= 1 (default 300).
         key: PRNG key.
-        optimizer: an Optax ``GradientTransformation`` (default ``optax.adam(0.05)``).
-        sigma_schedule: optional ``k -> σ_k`` (e.g. ``optax.exponential_decay``).
+        optimizer: an Optax ``GradientTransformation``; default :func:`default_optimizer`:
+            Adam whose learning rate starts at 2.5 % of θ₀'s largest magnitude (at least
+            0.025) and is cosine-decayed to 5 % of that over the K steps — the recipe the
+            CLI and the page use (0.2 m/s per step from the wall's v₀ = 8).
+        sigma_schedule: optional ``k -> σ_k`` (e.g. ``optax.exponential_decay``); it
+            replaces ``sigma_anneal``.
+        sigma_anneal: by default the estimator's σ (in its own form: a number, a pytree or
+            :class:`~diffsim.Relative`) is multiplied by a cosine factor from 1 to
+            ``sigma_anneal`` (0.05) over the first 60 % of the steps and held there: wide
+            smoothing first feels a cliff from anywhere on a plateau, sharp smoothing at the
+            end puts the minimum back where the unsmoothed loss has it. ``None`` (or 1)
+            keeps σ fixed.
         temperature_schedule: optional ``k -> τ_k``.
         callback: optional host function called with the number of completed steps
             after each one (``jax.debug.callback``, unordered — ordered effects are not
@@ -210,7 +243,8 @@ def optimize(
     # (an int32 θ would swallow every update: optimize(loss, 0, ...) never moved)
     theta0 = as_arrays("theta0", theta0, floating=True)
     check_key("key", key)
-    optimizer = _check_optimizer(optimizer)
+    if optimizer is not None:
+        optimizer = _check_optimizer(optimizer)
     for name, fn in (
         ("sigma_schedule", sigma_schedule),
         ("temperature_schedule", temperature_schedule),
@@ -220,10 +254,19 @@ def optimize(
             raise TypeError(f"{name} must be callable (or None), got {fn!r}")
     if sigma_schedule is not None and estimator.smoothing_scale() is not None:
         _check_schedule("sigma_schedule", sigma_schedule, steps, estimator.smoothing_scale())
+    anneal = None
+    if sigma_anneal is not None:
+        sigma_anneal = check_positive("sigma_anneal", sigma_anneal)
+        if float(sigma_anneal) > 1:
+            raise ValueError(f"sigma_anneal must be in (0, 1], got {float(sigma_anneal)!r}")
+        if sigma_schedule is None and float(sigma_anneal) < 1:
+            anneal = _Anneal(jnp.asarray(float(sigma_anneal)), max(ANNEAL_FRACTION * steps, 1.0))
+    if optimizer is None:
+        optimizer = default_optimizer(theta0, steps)
     if temperature_schedule is not None:
         _check_schedule("temperature_schedule", temperature_schedule, steps + 1, None)
     try:
-        return _optimize(
+        result = _optimize(
             loss,
             theta0,
             estimator,
@@ -233,7 +276,10 @@ def optimize(
             sigma_schedule,
             temperature_schedule,
             callback,
+            anneal,
         )
+        _check_diverged(result)
+        return result
     except eqx.EquinoxRuntimeError as err:  # a schedule value refused inside the loop
         for name in ("sigma_schedule", "temperature_schedule"):
             if name in str(err):
@@ -242,6 +288,65 @@ def optimize(
                     "the optimisation loop)"
                 ) from None
         raise
+
+
+class _Anneal(eqx.Module):
+    """The factor σ_k/σ_0: cosine from 1 to ``end`` over ``span`` steps, then ``end``."""
+
+    end: Array
+    span: float = eqx.field(static=True)
+
+    def __call__(self, k: Array) -> Array:
+        t = jnp.minimum(jnp.asarray(k) / self.span, 1.0)
+        return self.end + 0.5 * (1 - self.end) * (1 + jnp.cos(jnp.pi * t))
+
+
+def _scale_sigma(sigma: Any, factor: Array) -> Any:
+    """σ in its own form, ``factor`` times (traceable)."""
+    if isinstance(sigma, Relative):
+        return Relative(sigma.scale * factor, sigma.floor)
+    return jax.tree_util.tree_map(lambda v: v * factor, sigma)
+
+
+def default_optimizer(theta0: Any, steps: int) -> optax.GradientTransformation:
+    """:func:`optimize`'s default: Adam with the learning rate cosine-decayed from
+    2.5 % of θ₀'s largest magnitude (at least 0.025) to 5 % of that over ``steps``.
+
+    Example:
+        >>> import jax.numpy as jnp, optax
+        >>> from diffsim import default_optimizer
+        >>> opt = default_optimizer(jnp.asarray(8.0), 300)  # the wall's recipe: lr 0.2
+        >>> state = opt.init(jnp.asarray(8.0))
+        >>> update, _ = opt.update(jnp.asarray(-3.0), state)
+        >>> round(float(update), 4)  # Adam's first step is the learning rate
+        0.2
+    """
+    leaves = [jnp.abs(jnp.asarray(v)) for v in jax.tree_util.tree_leaves(theta0)]
+    big = max([float(jnp.max(v)) for v in leaves if v.size] + [1.0])
+    lr = LR_FRACTION * big
+    steps = check_int("steps", steps, minimum=1)
+    return optax.adam(optax.cosine_decay_schedule(lr, steps, alpha=LR_END_FRACTION))
+
+
+def _check_diverged(result: OptimizeResult) -> None:
+    """A run whose θ or loss became NaN or inf is an error naming the first bad step, not
+    a silent NaN result (concrete results only: inside a user's ``jit`` nothing to check)."""
+    leaves = jax.tree_util.tree_leaves((result.theta, result.loss))
+    if not all(is_concrete(v) for v in leaves):
+        return
+    if all(bool(jnp.all(jnp.isfinite(v))) for v in leaves):
+        return
+    hist = result.history
+    per_step = jnp.isfinite(hist.loss)
+    for v in jax.tree_util.tree_leaves(hist.theta):
+        per_step = per_step & jnp.all(jnp.isfinite(v.reshape(v.shape[0], -1)), axis=1)
+    bad = np.flatnonzero(~np.asarray(per_step))
+    at = f"at step {int(bad[0])}" if bad.size else "after the last step"
+    raise FloatingPointError(
+        f"optimize diverged: theta or the loss became NaN or inf {at} of {hist.loss.shape[0]} "
+        "(a learning rate too large for this loss, or a loss that is NaN there); use a "
+        "smaller learning rate (optimizer=optax.adam(...)) or check the loss's domain"
+    )
 
 
 def _check_optimizer(optimizer: Any) -> optax.GradientTransformation:

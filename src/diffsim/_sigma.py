@@ -36,13 +36,23 @@ def _positive_scalar(name: str, value: Any) -> Array:
     return jnp.asarray(value, dtype) if is_concrete(value) else value
 
 
+def _floor(value: Any) -> Any:
+    return None if value is None else _positive_scalar("floor", value)
+
+
 class Relative(eqx.Module):
     r"""σ relative to θ: :math:`σ_i = \text{scale} \cdot \max(|θ_i|, \text{floor})`.
+
+    This is diffsim's one σ rule: every smoothing estimator, :class:`~diffsim.estimators.Auto`,
+    the doctor, the CLI and the page default to ``Relative(0.05)`` (:data:`DEFAULT_SIGMA`);
+    a σ the user gives wins everywhere.
 
     Args:
         scale: the fraction of each component's magnitude (> 0), e.g. 0.05.
         floor: the magnitude below which a component counts as "about zero" (> 0, θ's
-            units): such a component is perturbed by ``scale · floor``.
+            units): such a component is perturbed by ``scale · floor``. ``None`` (the
+            default): the smallest non-zero :math:`|θ_i|` (1 when θ is all zero), so a
+            component at 0 is never perturbed more than any non-zero one.
 
     Example:
         >>> import jax.numpy as jnp
@@ -53,13 +63,33 @@ class Relative(eqx.Module):
     """
 
     scale: Array = eqx.field(converter=lambda v: _positive_scalar("scale", v), default=0.05)
-    floor: Array = eqx.field(converter=lambda v: _positive_scalar("floor", v), default=0.1)
+    floor: Any = eqx.field(converter=_floor, default=None)
 
     def resolve(self, x: Array) -> Array:
         """The per-component σ at raveled θ ``x``."""
-        return jnp.asarray(self.scale, x.dtype) * jnp.maximum(
-            jnp.abs(x), jnp.asarray(self.floor, x.dtype)
-        )
+        scale = jnp.asarray(self.scale, x.dtype)
+        mags = jnp.abs(x)
+        if self.floor is None:
+            big = jnp.asarray(jnp.finfo(x.dtype).max, x.dtype)
+            smallest = jnp.min(jnp.where(mags > 0, mags, big), initial=big)
+            tiny = jnp.asarray(jnp.finfo(x.dtype).tiny, x.dtype) / scale
+            floor = jnp.where(smallest < big, jnp.maximum(smallest, tiny), 1.0)
+        else:
+            floor = jnp.asarray(self.floor, x.dtype)
+        return scale * jnp.maximum(mags, floor)
+
+
+DEFAULT_SIGMA = Relative(0.05)
+"""The default σ of every smoothing estimator, ``auto``, the doctor, the CLI and the page:
+5 % of each component's magnitude, a component at 0 taking the smallest non-zero |θ_i|."""
+
+
+def widened(sigma: Any, factor: float) -> Any:
+    """σ in the same form, ``factor`` times larger (a number, a pytree, or Relative's
+    scale)."""
+    if isinstance(sigma, Relative):
+        return Relative(float(sigma.scale) * factor, sigma.floor)
+    return jax.tree_util.tree_map(lambda v: jnp.asarray(v) * factor, sigma)
 
 
 def check_sigma(name: str, value: Any) -> Any:
@@ -140,7 +170,8 @@ def describe(sigma: Any) -> str:
     """A short text for messages and reports: ``0.1``, ``relative 0.05 (floor 0.1)`` or
     ``per component``."""
     if isinstance(sigma, Relative):
-        return f"relative {float(sigma.scale):g} (floor {float(sigma.floor):g})"
+        floor = "the smallest non-zero |θ_i|" if sigma.floor is None else f"{float(sigma.floor):g}"
+        return f"{float(sigma.scale):g}·|θ| (floor {floor})"
     if is_scalar_sigma(sigma):
         return f"{float(np.asarray(sigma)):g}" if is_concrete(sigma) else "traced"
     return "per component"

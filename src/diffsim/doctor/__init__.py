@@ -26,6 +26,7 @@ from ._diagnose import check_grad as check_grad
 from ._diagnose import cost_text as cost_text
 from ._diagnose import diagnose as diagnose
 from ._diagnose import diagnose_rollout as diagnose_rollout
+from ._measure import Discretization as Discretization
 from ._measure import Horizon as Horizon
 from ._measure import Measurements as Measurements
 from ._measure import Sampler as Sampler
@@ -46,6 +47,7 @@ __all__ = [
     "Case",
     "Check",
     "Diagnosis",
+    "Discretization",
     "Flag",
     "GradCheck",
     "Horizon",

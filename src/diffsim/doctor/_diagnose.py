@@ -52,10 +52,15 @@ import numpy as np
 
 from .._checks import as_arrays, check_in_range, check_int, check_key, check_positive
 from .._rollout import prepare, rollout
+from .._sigma import describe
 from .._types import Inputs
+from ..estimators import AlphaOrder, Estimator, Exact, ZerothOrder
+from ..estimators import _evidence as ev
+from ..estimators._evidence import CHOICES
 from ..estimators.base import flatten_loss
 from ._measure import (
     DEFAULT_REL_STEPS,
+    Discretization,
     Horizon,
     Measurements,
     Sampler,
@@ -230,6 +235,17 @@ class Diagnosis:
             inconclusive verdict's evidence).
         samples_to_decide: the samples that would decide them if the effect they measure is
             real (``None`` when nothing is undecided).
+        choice: what to use, by name (``"exact"``, ``"mixed"``, ``"zeroth"``, ``"none"``;
+            :data:`diffsim.estimators.CHOICES`) — for the same samples, exactly what
+            :class:`~diffsim.estimators.Auto` returns; ``choice_code`` is its code.
+        estimator: the configured estimator the doctor recommends (σ as used, N as drawn):
+            ``Exact()`` when trusted, ``AlphaOrder`` for a jump or an undecided statistic,
+            ``ZerothOrder`` for a plateau, stiffness, chaos or non-finite first-order
+            samples; ``None`` when nothing can be estimated (a NaN loss) — so
+            ``optimize(loss, θ, estimator=diagnose(loss, θ, key).estimator)`` is the
+            one-line path (``None`` there means :class:`~diffsim.estimators.Auto`).
+        sigma_used: σ as sampled (in the form given, widened when nothing moved within
+            it); ``widenings``: how many times it grew ×4.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -255,6 +271,11 @@ class Diagnosis:
     measurements: dict[str, Any]
     undecided: tuple[Flag, ...] = ()
     samples_to_decide: int | None = None
+    choice: str = "exact"
+    choice_code: int = 0
+    estimator: Any = None
+    sigma_used: Any = None
+    widenings: int = 0
 
     @property
     def exact_gradient_trusted(self) -> bool:
@@ -265,13 +286,18 @@ class Diagnosis:
         return tuple(f.name for f in self.flags)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: ``verdict``, ``flags``, ``recommendation``, ``evaluations``,
+        """JSON-ready: ``verdict``, ``choice``, ``estimator`` (its text), ``sigma_used``,
+        ``widenings``, ``flags``, ``recommendation``, ``evaluations``,
         ``evidence`` and ``messages`` (per flag), ``undecided`` (per undecided flag: its
         message and evidence), ``samples_to_decide`` and ``measurements``. Non-finite
         numbers stay as they are (the CLI's strict JSON writes them as ``null`` with a
         ``<key>_note``)."""
         return {
             "verdict": self.verdict,
+            "choice": self.choice,
+            "estimator": describe_estimator(self.estimator),
+            "sigma_used": _jsonable(self.sigma_used),
+            "widenings": self.widenings,
             "flags": list(self.flag_names),
             "recommendation": self.recommendation,
             "evaluations": dict(self.evaluations),
@@ -301,6 +327,7 @@ class Diagnosis:
         if not self.flags and not self.undecided:
             lines.append("  no flags: the exact gradient agrees with every check")
         lines.append(f"recommendation: {self.recommendation}")
+        lines.append(f"estimator: {describe_estimator(self.estimator)}")
         lines.append(f"cost: {cost_text(self.evaluations)}")
         return "\n".join(lines)
 
@@ -350,21 +377,28 @@ def _advice_sigma(m: Measurements) -> float | str:
 
 
 def _report(
-    m: Measurements, thresholds: Thresholds, pending: tuple[Flag, ...], budget: int,
-    extra: dict[str, int] | None = None,
+    sampler: Sampler, m: Measurements, thresholds: Thresholds, pending: tuple[Flag, ...],
+    budget: int, extra: dict[str, int] | None = None,
 ) -> Diagnosis:  # fmt: skip
     flags = decide(m, thresholds)
     sigma = _advice_sigma(m)
     need = [int(f.evidence.get("samples_to_decide", 0)) for f in pending]
     to_decide = max(need) if need else None
+    names = {f.name for f in flags}
+    code = int(
+        ev.choose(m, *(name in names for name in ("non_finite", "plateau", "jump",
+                                                   "stiffness", "chaos")), bool(pending))
+    )  # fmt: skip
+    sigma_used = sampler.sigma_spec
+    estimator = recommended_estimator(code, sigma_used, m.num_samples)
     verdict: Verdict
     if flags:
         verdict, rec = "untrusted", recommend((f.name for f in flags), sigma)
     elif pending:
-        names = ", ".join(f.name for f in pending)
+        names_p = ", ".join(f.name for f in pending)
         verdict = "inconclusive"
         rec = (
-            f"undecided ({names}) after {m.num_samples} samples, the budget: diagnose again "
+            f"undecided ({names_p}) after {m.num_samples} samples, the budget: diagnose again "
             f"with max_samples >= {to_decide} to decide; until then, the cautious choice: "
             + recommend((f.name for f in pending), sigma)
         )
@@ -379,20 +413,58 @@ def _report(
         measurements=m.as_dict(),
         undecided=pending,
         samples_to_decide=to_decide,
+        choice=CHOICES[code],
+        choice_code=code,
+        estimator=estimator,
+        sigma_used=sigma_used,
+        widenings=sampler.widenings,
     )
 
 
+def recommended_estimator(code: int, sigma: Any, num_samples: int) -> Estimator | None:
+    """The configured estimator a :data:`~diffsim.estimators.CHOICES` code stands for."""
+    name = CHOICES[code]
+    if name == "exact":
+        return Exact()
+    if name == "none":
+        return None
+    n = max(4, int(num_samples) // 2 * 2)
+    cls = AlphaOrder if name == "mixed" else ZerothOrder
+    return cls(sigma=sigma, num_samples=n)
+
+
+def describe_estimator(est: Any) -> str:
+    """``ZerothOrder(sigma=0.4, num_samples=128)``, ``Exact()`` or ``none (...)``: an
+    estimator as the recommendation names it."""
+    if est is None:
+        return "none (no estimator can average over NaN: fix the model first)"
+    args = []
+    for opt in type(est).options:
+        if opt.name in ("sigma", "num_samples"):
+            v = getattr(est, opt.name)
+            text = describe(v) if opt.name == "sigma" else str(v)
+            args.append(f"{opt.name}={text}")
+    return f"{type(est).__name__}({', '.join(args)})"
+
+
 def _sequential(
-    sampler: Sampler, thresholds: Thresholds, budget: int, horizon: Horizon | None = None
-) -> tuple[Measurements, tuple[Flag, ...]]:
+    sampler: Sampler, thresholds: Thresholds, budget: int, horizon: Horizon | None = None,
+    max_widen: int = ev.MAX_WIDEN,
+) -> tuple[Measurements, tuple[Flag, ...]]:  # fmt: skip
     """Draw samples until no flag is undecided or the budget is spent, doubling N each
     round (fresh samples join the old); the last round's measurements and what is still
-    undecided."""
+    undecided. When nothing moves within σ after the first batch, σ is widened ×4 (up to
+    ``max_widen`` times) and sampling starts again — as :class:`~diffsim.estimators.Auto`
+    does in its graph."""
     while True:
         sampler.extend(2 * sampler.num_samples or sampler.chunk)
         m = sampler.measurements()
         if horizon is not None:
             m = dataclasses.replace(m, horizon=horizon)
+        first = sampler.num_samples == sampler.chunk
+        if first and sampler.widenings < max_widen and bool(ev.flat_within_sigma(m)):
+            sampler.widen()
+            continue
         pending = undecided(m, thresholds)
         if not pending or sampler.num_samples >= budget:
             return m, pending
@@ -533,7 +605,7 @@ def diagnose(
         stiffness_kurtosis=stiffness_kurtosis, devices=devices,
     )  # fmt: skip
     m, pending = _sequential(sampler, thresholds, budget)
-    return _report(m, thresholds, pending, budget)
+    return _report(sampler, m, thresholds, pending, budget)
 
 
 def _diagnose_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -556,6 +628,8 @@ def diagnose_rollout(
     inputs: Inputs | None = None,
     chaos_growth: float = 100.0,
     concentration_limit: float = 0.5,
+    discretization: bool = True,
+    discretization_tolerance: float = 0.1,
     **options: Any,
 ) -> Diagnosis:
     r""":func:`diagnose` for ``loss(s_T)`` of a rollout, plus what only a rollout shows.
@@ -576,7 +650,15 @@ def diagnose_rollout(
     * ``stiffness`` when G > ``chaos_growth`` and c >= ``concentration_limit``: the growth
       comes from a few steps of a fast, barely resolved contact;
     * heavy-tailed first-order samples (see :func:`diagnose`) count as ``stiffness`` unless
-      chaos explains them.
+      chaos explains them;
+    * ``discretization`` (``discretization=True``, for a step with a time step: an
+      :class:`~diffsim.integrators.Integrator`, a :class:`~diffsim.contact.WithContact`, or a
+      step with ``with_time_step``): the gradient is computed again at h/2 over 2T steps
+      (per-step inputs held for two half steps) and, with the integrator's order p, the
+      error of the gradient at h is estimated as :math:`\frac{2^p}{2^p−1}‖∇_h − ∇_{h/2}‖ /
+      ‖∇_{h/2}‖` (Richardson); beyond ``discretization_tolerance`` (10 %), and with no
+      other flag explaining it, the gradient is smooth and reproducible but that of a
+      different system than the one written down. Cost: one more gradient (2T steps).
 
     Args:
         step, s0, theta, num_steps: the rollout (see :func:`diffsim.rollout`), T >= 8.
@@ -589,6 +671,9 @@ def diagnose_rollout(
             first-order gradients.
         concentration_limit: share of the growth, in (0, 1), that one step may explain for
             the growth to count as chaos rather than stiffness.
+        discretization: check the gradient at h/2 (``False``: skip the extra gradient).
+        discretization_tolerance: the relative error of the gradient at h, in (0, 1],
+            beyond which ``discretization`` is raised.
         **options: passed to :func:`diagnose` (``sigma``, ``num_samples``, ...).
 
     Example:
@@ -616,6 +701,13 @@ def diagnose_rollout(
         raise ValueError(f"concentration_limit must be in (0, 1), got {concentration_limit!r}")
     if not callable(loss):
         raise TypeError(f"loss must be a callable loss(s_T) -> scalar, got {loss!r}")
+    if not isinstance(discretization, bool):
+        raise TypeError(f"discretization must be a bool (True or False), got {discretization!r}")
+    check_in_range("discretization_tolerance", discretization_tolerance, 0.0, 1.0)
+    if not discretization_tolerance > 0:
+        raise ValueError(
+            f"discretization_tolerance must be in (0, 1], got {discretization_tolerance!r}"
+        )
 
     def objective(var):
         s, p = (s0, var) if wrt == "theta" else (var, theta)
@@ -627,7 +719,63 @@ def diagnose_rollout(
     )
     norms, step_norms = sensitivity_profile(step, s0, theta, num_steps, inputs)
     thresholds = dataclasses.replace(
-        thresholds, chaos_growth=chaos_growth, concentration_limit=concentration_limit
-    )
+        thresholds, chaos_growth=chaos_growth, concentration_limit=concentration_limit,
+        discretization_tolerance=float(discretization_tolerance),
+    )  # fmt: skip
     m, pending = _sequential(sampler, thresholds, budget, horizon_growth(norms, step_norms))
-    return _report(m, thresholds, pending, budget, {"step_jacobians": num_steps})
+    extra = {"step_jacobians": num_steps}
+    refined = halve_time_step(step) if discretization else None
+    if refined is not None:
+        fine_step, order, h = refined
+        fine_inputs = None if inputs is None else jax.tree_util.tree_map(
+            lambda u: jnp.repeat(u, 2, axis=0), inputs
+        )  # fmt: skip
+
+        def fine(var):
+            s, p = (s0, var) if wrt == "theta" else (var, theta)
+            return loss(rollout(fine_step, s, p, 2 * num_steps, inputs=fine_inputs,
+                                trajectory=False))  # fmt: skip
+
+        m = dataclasses.replace(m, discretization=_discretization(objective, fine, var, order, h))
+        extra["grad"] = m.evaluations["grad"] + 1
+        extra["half_step_gradients"] = 1
+    return _report(sampler, m, thresholds, pending, budget, extra)
+
+
+def halve_time_step(step: Any) -> tuple[Any, int, float] | None:
+    """``(the step at h/2, the integrator's order, h)`` for a step with a time step — an
+    :class:`~diffsim.integrators.Integrator`, a :class:`~diffsim.contact.WithContact`, or
+    any step with a ``with_time_step(h)`` method and ``time_step`` and ``order``
+    attributes; ``None`` for a step without one."""
+    from ..contact import WithContact
+    from ..integrators import Integrator
+
+    if isinstance(step, Integrator):
+        h = jnp.asarray(step.h)
+        return eqx.tree_at(lambda s: s.h, step, h / 2), step.order, float(jnp.max(h))
+    if isinstance(step, WithContact):
+        h = jnp.asarray(step.integrator.h)
+        half = eqx.tree_at(lambda s: s.integrator.h, step, h / 2)
+        return half, step.integrator.order, float(jnp.max(h))
+    if callable(getattr(step, "with_time_step", None)) and hasattr(step, "time_step"):
+        h = float(step.time_step)
+        return step.with_time_step(h / 2), int(getattr(step, "order", 1)), h
+    return None
+
+
+@eqx.filter_jit
+def _two_gradients(coarse, fine, var):
+    f0, x, _ = flatten_loss(coarse, var)
+    f1, _, _ = flatten_loss(fine, var)
+    return jax.grad(f0)(x), jax.grad(f1)(x)
+
+
+def _discretization(coarse, fine, var, order: int, h: float) -> Discretization:
+    g_h, g_half = (np.asarray(g, np.float64) for g in _two_gradients(coarse, fine, var))
+    diff = float(np.linalg.norm(g_h - g_half))
+    fine_norm, coarse_norm = float(np.linalg.norm(g_half)), float(np.linalg.norm(g_h))
+    gain = 2.0**order / (2.0**order - 1.0)
+    # relative to the larger of the two (a gradient that vanishes at h/2 is 100 % off, not ∞)
+    ref = max(fine_norm, coarse_norm)
+    rel = gain * diff / ref if ref > 0 else 0.0
+    return Discretization(h, int(order), coarse_norm, fine_norm, diff, float(rel))

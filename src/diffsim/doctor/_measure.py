@@ -25,11 +25,19 @@ from jax.flatten_util import ravel_pytree
 from .._checks import as_arrays
 from .._jacobians import _autodiff_step_jacobian
 from .._rollout import call_step, rollout
-from .._sharding import device_mesh, sample_map
-from .._sigma import Relative, check_sigma, describe, is_scalar_sigma, sigma_vector
-from ..estimators.alpha_order import bernstein_radius
+from .._sharding import device_mesh
+from .._sigma import (
+    DEFAULT_SIGMA,
+    Relative,
+    check_sigma,
+    describe,
+    is_scalar_sigma,
+    sigma_vector,
+    widened,
+)
+from ..estimators import _evidence as ev
+from ..estimators._evidence import DEFAULT_REL_STEPS
 from ..estimators.base import flatten_loss
-from ..estimators.first_order import first_order_samples
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +78,34 @@ class Horizon:
     rate: float
     max_step: float
     concentration: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Discretization:
+    r"""The gradient at the time step h against the gradient at h/2 (2T steps).
+
+    Attributes:
+        h: the step's time step (its largest value when it is an array).
+        order: p, the integrator's order of accuracy.
+        coarse_norm, fine_norm: ‖∇ at h‖ and ‖∇ at h/2‖.
+        difference: ‖∇_h − ∇_{h/2}‖.
+        relative_error: the error of ∇_h the two imply (Richardson, order p):
+            :math:`\frac{2^p}{2^p − 1}‖∇_h − ∇_{h/2}‖ / ‖∇_{h/2}‖`.
+
+    Example:
+        >>> from diffsim.doctor import Discretization
+        >>> d = Discretization(h=0.05, order=1, coarse_norm=1.6, fine_norm=1.3,
+        ...                    difference=0.3, relative_error=2 * 0.3 / 1.3)
+        >>> round(d.relative_error, 3)  # ∇_h is ~46 % off the limit h → 0
+        0.462
+    """
+
+    h: float
+    order: int
+    coarse_norm: float
+    fine_norm: float
+    difference: float
+    relative_error: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +182,7 @@ class Measurements:
     typical_change: float
     evaluations: dict[str, int]
     horizon: Horizon | None = None
+    discretization: Discretization | None = None
     sigma_components: np.ndarray = dataclasses.field(default_factory=lambda: np.ones(0))
     scale: np.ndarray = dataclasses.field(default_factory=lambda: np.ones(0))
     sigma_form: str = ""
@@ -177,6 +214,10 @@ class Measurements:
             "typical_change": self.typical_change,
             "grad_norm": self.grad_norm,
         }
+        dz = self.discretization
+        if dz is not None:
+            out.update(discretization_error=dz.relative_error, time_step=dz.h,
+                       grad_at_half_step_norm=dz.fine_norm)  # fmt: skip
         h = self.horizon
         if h is not None:
             out.update(
@@ -189,88 +230,9 @@ class Measurements:
         return out
 
 
-def _directions(d: int, k: int, key, dtype):
-    """Coordinate axes when d <= k, else k random unit directions."""
-    if d <= k:
-        return jnp.eye(d, dtype=dtype)
-    u = jax.random.normal(key, (k, d), dtype)
-    return u / jnp.linalg.norm(u, axis=1, keepdims=True)
-
-
-def _excess_kurtosis(a: np.ndarray) -> float:
-    if a.size == 0:
-        return 0.0
-    a = a.astype(np.float64)
-    if not np.all(np.isfinite(a)):
-        return float("nan")  # no statistic on non-finite samples (non_finite says so)
-    c = a - np.mean(a)
-    sd = math.sqrt(float(np.mean(c**2)))
-    if not (sd > 0 and math.isfinite(sd)):
-        return 0.0 if sd == 0 else float("nan")
-    return float(np.mean((c / sd) ** 4) - 3.0)  # standardised first: no overflow
-
-
-@eqx.filter_jit
-def _draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):
-    r"""Fill the sample buffers of ``state`` from chunk ``start`` to ``stop`` (traced, so
-    every round of the sequential test reuses one compiled program), computing the
-    sample-free part (L(θ), ∇L(θ), the finite-difference ladder) on the first call.
-
-    Everything is evaluated in the scaled coordinates y, :math:`f(y) = L(θ_0 + s ⊙ y)`
-    with ``s = scale`` = σ/σ̄, where the perturbations are σ̄·z, isotropic. For one number
-    σ, s = 1 and :math:`θ_0 + 1·y` is θ_0 + y exactly: the same numbers as in θ.
-    The samples (and the ladder's points) are evaluated over ``mesh`` when one is given
-    (:func:`diffsim._sharding.sample_map`).
-    """
-    f0, x0, _ = flatten_loss(loss, theta)
-    d = x0.shape[0]
-
-    def f(y):
-        return f0(x0 + scale * y)
-
-    origin = jnp.zeros_like(x0)
-    k_dir, k_samples = jax.random.split(key)
-
-    def fixed(_):
-        L0, g = jax.value_and_grad(f0)(x0)
-        # directional central differences on a ladder of step sizes δ_j = s_j σ̄ (in y)
-        U = _directions(d, num_dir, k_dir, x0.dtype)  # (k, d)
-        deltas = rel_steps.astype(x0.dtype) * sigma  # (m,)
-        pts = deltas[:, None, None] * U[None, :, :]
-        both = sample_map(f, jnp.concatenate([pts, -pts]).reshape(-1, d), mesh)
-        fp, fm = both.reshape(2, *pts.shape[:2])  # (m, k) each
-        return {"loss": L0, "grad": g, "deltas": deltas, "fd_plus": fp, "fd_minus": fm,
-                "grad_along_directions": U @ (scale * g)}  # fmt: skip
-
-    fx = jax.lax.cond(start == 0, fixed, lambda _: state["fixed"], None)
-    L0 = fx["loss"]
-    pairs = chunk // 2
-
-    def body(i, bufs):
-        k0, k1 = jax.random.split(jax.random.fold_in(k_samples, i))
-        # ZoBG in antithetic pairs with the exact gradient as control variate,
-        # g = ((L(θ+σz) − L(θ−σz))/2 − σ zᵀ∇L(θ)) z/σ + ∇L(θ) (unbiased: E[zzᵀ] = I): the
-        # even part of the loss (a bowl's curvature) cancels in the pair and the linear part
-        # in the control variate, so for a smooth loss only O(σ²) is left, and the
-        # chi-square-like spread of ∇L·z z, whose standard error is unreliable at small N,
-        # is gone; a jump's contribution is untouched
-        gy = scale * fx["grad"]
-        z = jax.random.normal(k0, (pairs, d), x0.dtype)
-        fp, fm = sample_map(f, jnp.concatenate([sigma * z, -sigma * z]), mesh).reshape(2, -1)
-        g0 = ((fp - fm) / 2 - sigma * (z @ gy))[:, None] * z / sigma + gy
-        g1 = first_order_samples(f, origin, sigma, k1, chunk, mesh)
-        dL = jnp.concatenate([fp, fm]) - L0
-        return {
-            "zeroth": jax.lax.dynamic_update_slice(bufs["zeroth"], g0, (i * pairs, 0)),
-            "first": jax.lax.dynamic_update_slice(bufs["first"], g1, (i * chunk, 0)),
-            "loss_changes": jax.lax.dynamic_update_slice(
-                bufs["loss_changes"], dL, (i * 2 * pairs,)
-            ),
-        }
-
-    samples = {k: state[k] for k in ("zeroth", "first", "loss_changes")}
-    samples = jax.lax.fori_loop(start, stop, body, samples)
-    return dict(samples, fixed=fx)
+_draw = eqx.filter_jit(ev.draw)
+"""The doctor's batch (:func:`diffsim.estimators._evidence.draw`), compiled once per loss
+and θ structure: every round and every σ reuse the program."""
 
 
 MIN_SIGMA_SPACINGS = 64
@@ -308,9 +270,6 @@ def check_resolves(name: str, sigma: Any, x: Any) -> None:
 SIGMA_FRACTION = 0.05
 """The default σ is this fraction of each component's magnitude (:func:`default_sigma`)."""
 
-DEFAULT_REL_STEPS = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001)
-"""The finite-difference ladder, as multiples of σ."""
-
 
 def default_sigma(x: Any) -> Relative:
     r"""The doctor's default σ at raveled θ ``x``: ``Relative(0.05, floor)``, i.e.
@@ -332,11 +291,8 @@ def default_sigma(x: Any) -> Relative:
         >>> [round(float(s), 4) for s in default_sigma(x).resolve(x)]
         [0.2, 0.01, 0.01]
     """
-    mags = np.abs(np.asarray(x, np.float64)).reshape(-1)
-    nonzero = mags[mags > 0]
-    tiny = float(np.finfo(np.dtype(x.dtype)).tiny) / SIGMA_FRACTION
-    floor = max(float(nonzero.min()), tiny) if nonzero.size else 1.0
-    return Relative(SIGMA_FRACTION, floor=floor)
+    del x  # the floor is resolved against θ itself (Relative with floor=None)
+    return DEFAULT_SIGMA
 
 
 def resolve_sigma(sigma: Any, theta: Any) -> tuple[np.ndarray, str]:
@@ -398,6 +354,7 @@ class Sampler:
     ) -> None:  # fmt: skip
         _, x, _ = flatten_loss(loss, theta)  # checks loss and θ (named) first
         self._sig, self._form = resolve_sigma(sigma, theta)
+        self.sigma_spec = check_sigma("sigma", sigma) if sigma is not None else DEFAULT_SIGMA
         d = x.shape[0]
         self.sigma = float(self._sig.max()) if d else 1.0
         self._scale = (self._sig / np.asarray(self.sigma, self._sig.dtype)).astype(x.dtype)
@@ -410,22 +367,20 @@ class Sampler:
         self._steps = jnp.asarray(np.asarray(rel_steps, dtype=float), x.dtype)
         self._k = int(num_directions)
         self.mesh = device_mesh(devices)
-        m, k = self._steps.shape[0], d if d <= self._k else self._k
-        dt = x.dtype
-        zeros = jnp.zeros
-        self._state = {
-            "zeroth": zeros((self.capacity // 2, d), dt),
-            "first": zeros((self.capacity, d), dt),
-            "loss_changes": zeros((self.capacity,), dt),
-            "fixed": {"loss": zeros((), dt), "grad": zeros((d,), dt),
-                      "deltas": zeros((m,), dt), "fd_plus": zeros((m, k), dt),
-                      "fd_minus": zeros((m, k), dt), "grad_along_directions": zeros((k,), dt)},
-        }  # fmt: skip
+        self._empty = ev.empty_state(d, self.capacity, self._steps.shape[0], self._k, x.dtype)
+        self._state = self._empty
         self.num_chunks = 0
+        self.widenings = 0
+        self._spent = {"loss": 0, "grad": 0}
 
     @property
     def num_samples(self) -> int:
         return self.num_chunks * self.chunk
+
+    @property
+    def sigma_components(self) -> np.ndarray:
+        """σ per component of raveled θ, as sampled now (widened ones included)."""
+        return self._sig
 
     def extend(self, n: int) -> None:
         """Draw fresh samples until N = ``n`` (rounded up to whole chunks, at most the
@@ -434,6 +389,7 @@ class Sampler:
         if stop <= self.num_chunks:
             return
         loss, theta, key = self._args
+        key = ev.round_key(key, self.widenings)
         self._state = _draw(
             loss, theta, key, jnp.asarray(self._scale), jnp.asarray(self.sigma, self._scale.dtype),
             self._steps, self._state, jnp.asarray(self.num_chunks), jnp.asarray(stop),
@@ -441,120 +397,67 @@ class Sampler:
         )  # fmt: skip
         self.num_chunks = stop
 
+    def widen(self) -> None:
+        """Start again at σ × :data:`~diffsim.estimators._evidence.WIDEN` with fresh samples
+        (round key ``fold_in(key, r)``), keeping the cost of the rounds already drawn —
+        what ``auto`` does in its graph when nothing moves within σ."""
+        if self.num_chunks:
+            spent = self.measurements().evaluations
+            self._spent = {k: spent[k] for k in ("loss", "grad")}
+        self.widenings += 1
+        self.sigma_spec = widened(self.sigma_spec, ev.WIDEN)
+        self.sigma *= ev.WIDEN
+        self._sig = (self._sig * np.asarray(ev.WIDEN, self._sig.dtype)).astype(self._sig.dtype)
+        self._state = self._empty
+        self.num_chunks = 0
+
     def measurements(self) -> Measurements:
-        """The statistics of the samples drawn so far (at least one round)."""
+        """The statistics of the samples drawn so far (at least one round); ``evaluations``
+        counts every round, widened ones included."""
         if self.num_chunks == 0:
             raise ValueError("no samples drawn yet: call extend(n) first")
         pairs = self.num_chunks * (self.chunk // 2)
         n = self.num_samples
-        st = jax.tree_util.tree_map(np.asarray, self._state)
-        return _statistics(
+        st = self._state
+        e = _evidence(
             st["fixed"], st["zeroth"][:pairs], st["first"][:n], st["loss_changes"][: 2 * pairs],
-            self.sigma, self._sig, self._scale, self._form,
+            jnp.asarray(self.sigma, self._scale.dtype), jnp.asarray(self._scale),
         )  # fmt: skip
+        form = self._form if not self.widenings else (
+            f"{self._form} × {ev.WIDEN ** self.widenings:g} (widened {self.widenings}×: nothing "
+            "moved within the σ asked for)"
+        )  # fmt: skip
+        m = measurements_of(e, self._sig, form)
+        cost = {k: m.evaluations[k] + self._spent[k] for k in ("loss", "grad")}
+        return dataclasses.replace(m, evaluations=cost)
 
 
-def _mean_and_stats(g: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    n = g.shape[0]
-    mean = np.mean(g, axis=0)
-    var_c = np.sum((g - mean) ** 2, axis=0) / max(n - 1, 1)
-    return mean, np.sqrt(var_c / n), float(np.sum(var_c))
+@jax.jit
+def _evidence(fx, g0, g1, dL, sigma, scale):
+    return ev.statistics(fx, g0, g1, dL, sigma, scale)
 
 
-def _statistics(fx, g0, g1, dL, sigma, sig_vec, scale, form) -> Measurements:
-    eps = float(np.finfo(fx["grad"].dtype).eps)
-    L0 = float(fx["loss"])
-    g = fx["grad"]  # θ's units
-    with np.errstate(all="ignore"):
-        gy = scale * g  # the gradient in the scaled coordinates
-        gnorm = float(np.linalg.norm(gy))
-        n, d = g1.shape
-        pairs = g0.shape[0]
+def measurements_of(e: ev.Evidence, sig_vec: np.ndarray, form: str) -> Measurements:
+    """The doctor's :class:`Measurements` (numbers) of one batch's evidence (arrays), with
+    the cost of the batch: ``1 + 2·k·m + N`` losses and ``1 + N`` gradients."""
 
-        # the smoothed gradient: is the ZoBG mean non-zero, do FoBG and ZoBG agree? (the
-        # z-statistics are per component: the same in θ and in the scaled coordinates)
-        m0, se0, var0 = _mean_and_stats(g0)
-        m1, se1, _ = _mean_and_stats(g1)
-        z_smooth = np.where(se0 > 0, np.abs(m0) / se0, np.where(np.abs(m0) > 0, np.inf, 0.0))
-        comb = np.sqrt(se0**2 + se1**2)
-        z_gap = np.where(comb > 0, np.abs(m1 - m0) / comb, np.where(m1 != m0, np.inf, 0.0))
-        # the paper's Bernstein radius of the ZoBG mean, R the largest observed deviation
-        dev = np.linalg.norm(g0 - m0, axis=1)
-        R = float(np.max(dev)) if dev.size else 0.0
-        epsilon = float(bernstein_radius(var0, pairs, d, 0.05, R))
+    def num(v: Any) -> Any:
+        a = np.asarray(v)
+        if a.dtype == np.bool_:
+            return bool(a) if a.ndim == 0 else a
+        if np.issubdtype(a.dtype, np.integer):
+            return int(a) if a.ndim == 0 else a
+        return float(a) if a.ndim == 0 else a
 
-        # sample tails: per-sample gradients against the loss changes they should explain
-        max_dL = float(np.max(np.abs(dL))) if dL.size else 0.0
-        norms = np.linalg.norm(g1, axis=1)
-        max_norm = float(np.max(norms)) if np.all(np.isfinite(norms)) else float("inf")
-        rho = max_norm * sigma / max(max_dL, eps * (1 + abs(L0)) * 16)
-
-        # finite differences against the exact directional derivative, above rounding noise
-        fp, fm, deltas = fx["fd_plus"], fx["fd_minus"], fx["deltas"]
-        fd = (fp - fm) / (2 * deltas[:, None])  # (m, k)
-        ad = fx["grad_along_directions"]
-        noise = 16 * eps * (abs(L0) + 1) / deltas
-        excess = np.abs(fd - ad[None, :]) - noise[:, None]
-        logf = np.log(np.maximum(np.abs(fd - ad[None, :]).astype(np.float64), 1e-300))
-        slopes = np.diff(logf, axis=0) / np.diff(np.log(deltas))[:, None]  # (m-1, k)
-        tail = np.mean(slopes[-2:], axis=0)
-        ok = np.isfinite(tail)
-        fd_slope = float(np.min(tail[ok])) if np.any(ok) else 0.0
-
-        # flatness at δ = σ/10 against the typical change at σ (a smooth minimum changes by
-        # (δ/σ)² ≈ 1e-2 of it; a plateau by rounding only)
-        j = int(np.argmin(np.abs(deltas / sigma - 0.1)))
-        local = float(np.max(np.abs(np.concatenate([fp[j], fm[j]]) - L0)))
-        typical = float(np.median(np.abs(dL))) if dL.size else 0.0
-
-    to_theta = np.where(scale > 0, scale, 1.0)  # ∂/∂θ_i = (∂/∂y_i) / s_i
-    finite_perturbed = bool(
-        np.all(np.isfinite(fp)) and np.all(np.isfinite(fm)) and np.all(np.isfinite(dL))
-    )
-    return Measurements(
-        sigma=sigma,
-        eps=eps,
-        loss=L0,
-        grad=g,
-        grad_norm=gnorm,
-        all_finite=bool(
-            np.isfinite(L0)
-            and np.all(np.isfinite(g))
-            and finite_perturbed
-            and np.all(np.isfinite(g1))
-        ),
-        finite_loss=bool(np.isfinite(L0)),
-        finite_gradient=bool(np.all(np.isfinite(g))),
-        finite_perturbed_losses=finite_perturbed,
-        finite_perturbed_gradients=bool(np.all(np.isfinite(norms))),
-        nonfinite_sample_gradients=int(np.sum(~np.isfinite(norms))),
-        zeroth_mean=m0 / to_theta,
-        zeroth_se=se0 / to_theta,
-        first_mean=m1 / to_theta,
-        first_se=se1 / to_theta,
-        smoothed_grad_norm=float(np.linalg.norm(m0)),
-        z_smoothed_nonzero=float(np.nanmax(z_smooth)) if d else 0.0,
-        z_first_vs_zeroth=float(np.nanmax(z_gap)) if d else 0.0,
-        bias_gap=float(np.linalg.norm(m1 - m0)),
-        epsilon=epsilon,
-        stiffness_ratio=rho,
-        first_kurtosis=_excess_kurtosis(norms),
-        max_loss_change=max_dL,
-        max_sample_grad=max_norm,
-        grad_along_directions=ad,
-        fd_noise=noise,
-        fd_excess=excess,
-        fd_slopes=slopes,
-        fd_slope_small_steps=fd_slope,
-        fd_over_grad=float(np.max(excess[-1])),
-        local_change=local,
-        typical_change=typical,
-        evaluations={"loss": 1 + 2 * fd.size + dL.size, "grad": 1 + n},
-        sigma_components=sig_vec,
-        scale=scale,
-        sigma_form=form,
-        num_samples=n,
-    )
+    names = {f.name for f in dataclasses.fields(Measurements)}
+    values = {k: num(getattr(e, k)) for k in names if hasattr(e, k)}
+    fd_points = int(np.asarray(e.fd_excess).size)
+    n = int(e.num_samples)
+    values["evaluations"] = {"loss": 1 + 2 * fd_points + n, "grad": 1 + n}
+    values["sigma_components"] = sig_vec
+    values["sigma_form"] = form
+    values["num_samples"] = n
+    return Measurements(**values)
 
 
 def measure(

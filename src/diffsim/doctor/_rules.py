@@ -18,6 +18,8 @@ from typing import Literal
 
 import numpy as np
 
+from ..estimators import _evidence as ev
+from ..estimators._evidence import Thresholds
 from ._measure import Horizon, Measurements
 
 
@@ -39,48 +41,6 @@ class Flag:
     name: str
     message: str
     evidence: dict[str, float]
-
-
-@dataclasses.dataclass(frozen=True)
-class Thresholds:
-    """The tunable thresholds: the keywords of :func:`~diffsim.diagnose` and
-    :func:`~diffsim.diagnose_rollout` of the same names (their defaults are there).
-
-    Attributes:
-        z_threshold: significance, in standard errors, for "non-zero" and "disagree".
-        stiffness_ratio: ρ above which per-sample gradients are "far larger than the loss
-            changes they should explain".
-        stiffness_kurtosis: excess kurtosis of the per-sample gradient norms above which
-            their tails are "heavy".
-        chaos_growth: growth G of ‖∂s_t/∂s_0‖ from T/8 to T beyond which the horizon is too
-            long for first-order gradients; ``None`` without a rollout.
-        concentration_limit: share of that growth one step may explain for it to count as
-            chaos rather than stiffness; ``None`` without a rollout.
-        z_clear: significance below which a statistic is "clearly no"; between it and
-            ``z_threshold`` it is undecided, and the sequential test draws more samples.
-        gap_tolerance: η, the share of the smoothed gradient's norm a first-/zeroth-order
-            gap must exceed to matter: a gap smaller than η·‖ḡ⁰‖ does not change what the
-            user should do, however many samples make it significant.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from diffsim.doctor import RULES, Thresholds, measure
-        >>> th = Thresholds(z_threshold=4.0, stiffness_ratio=20.0, stiffness_kurtosis=10.0)
-        >>> th.z_clear, th.gap_tolerance, th.chaos_growth  # defaults; no rollout
-        (2.0, 0.1, None)
-        >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0) + 0.1 * t
-        >>> m = measure(step, jnp.asarray(0.02), jax.random.PRNGKey(0), sigma=0.1)
-        >>> [f.name for f in (rule.test(m, th) for rule in RULES) if f is not None]
-        ['jump']
-    """
-
-    z_threshold: float
-    stiffness_ratio: float
-    stiffness_kurtosis: float
-    chaos_growth: float | None = None
-    concentration_limit: float | None = None
-    z_clear: float = 2.0
-    gap_tolerance: float = 0.1
 
 
 Test = Callable[[Measurements, Thresholds], "Flag | None"]
@@ -107,11 +67,11 @@ class Rule:
     Example:
         >>> from diffsim.doctor import FLAGS, RULES, Rule
         >>> FLAGS  # the order flags are reported in
-        ('non_finite', 'plateau', 'jump', 'stiffness', 'chaos')
+        ('non_finite', 'plateau', 'jump', 'stiffness', 'chaos', 'discretization')
         >>> all(isinstance(r, Rule) for r in RULES), tuple(r.name for r in RULES) == FLAGS
         (True, True)
         >>> [r.name for r in sorted(RULES, key=lambda r: r.urgency)]  # the order of the advice
-        ['non_finite', 'chaos', 'jump', 'plateau', 'stiffness']
+        ['non_finite', 'chaos', 'jump', 'plateau', 'stiffness', 'discretization']
         >>> jump = RULES[FLAGS.index("jump")]
         >>> jump.advise(frozenset({"jump"}), 0.1).split(":")[0]
         'use the alpha-order estimator (or zeroth-order) with σ = 0.1'
@@ -144,7 +104,7 @@ def samples_to_decide(z: float, n: int, t: Thresholds) -> int:
 
 def _heavy_tails(m: Measurements, t: Thresholds) -> bool:
     """Per-sample gradients far larger than the loss changes explain, with heavy tails."""
-    return m.stiffness_ratio > t.stiffness_ratio and m.first_kurtosis > t.stiffness_kurtosis
+    return bool(ev.heavy_tails(m, t))
 
 
 def _growth(m: Measurements, t: Thresholds) -> Literal["spread", "concentrated"] | None:
@@ -211,11 +171,7 @@ NON_FINITE = Rule("non_finite", _non_finite, _non_finite_advice, urgency=0)
 
 
 def _plateau(m: Measurements, t: Thresholds) -> Flag | None:
-    tiny_grad = m.grad_norm <= 0.05 * m.smoothed_grad_norm
-    # a smooth minimum changes by (δ/σ)² ≈ 1e-2 of the typical change; a plateau by rounding
-    flat = m.local_change <= 1e-4 * m.typical_change + 16 * m.eps * (abs(m.loss) + 1)
-    changes = m.max_loss_change > 1e-6 * (abs(m.loss) + 1)
-    if not (tiny_grad and flat and (m.z_smoothed_nonzero > t.z_threshold or changes)):
+    if not bool(ev.plateau(m, t)):
         return None
     return Flag(
         "plateau",
@@ -228,11 +184,8 @@ def _plateau(m: Measurements, t: Thresholds) -> Flag | None:
 
 
 def _plateau_undecided(m: Measurements, t: Thresholds) -> Flag | None:
-    tiny_grad = m.grad_norm <= 0.05 * m.smoothed_grad_norm
-    flat = m.local_change <= 1e-4 * m.typical_change + 16 * m.eps * (abs(m.loss) + 1)
-    changes = m.max_loss_change > 1e-6 * (abs(m.loss) + 1)
     z = m.z_smoothed_nonzero
-    if not (tiny_grad and flat and not changes and t.z_clear <= z <= t.z_threshold):
+    if not bool(ev.plateau_undecided(m, t)):
         return None
     return Flag(
         "plateau",
@@ -264,28 +217,14 @@ def z_relevant_gap(m: Measurements, t: Thresholds) -> float:
     (η = ``gap_tolerance``; the norm is ``smoothed_grad_norm``). With η = 0 it is
     ``z_first_vs_zeroth``. A cliff 3σ away leaves a gap of ~1 % of the gradient: real, and
     significant with enough samples, but no reason to distrust the exact gradient."""
-    if m.zeroth_mean.size == 0:
-        return 0.0
-    s = m.scale if m.scale.size == m.zeroth_mean.size else np.ones_like(m.zeroth_mean)
-    gap = np.abs(m.first_mean - m.zeroth_mean) * s
-    se = np.sqrt(m.zeroth_se**2 + m.first_se**2) * s
-    excess = gap - t.gap_tolerance * m.smoothed_grad_norm
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(se > 0, excess / se, np.where(excess > 0, np.inf, 0.0))
-    return float(np.max(z))
+    return float(ev.relevant_gap(m, t))
 
 
 def _jump(m: Measurements, t: Thresholds) -> Flag | None:
-    ad = m.grad_along_directions
-    # 1/δ growth down to the smallest steps, far above rounding and above the gradient
-    fd_jump = (
-        np.all(m.fd_slopes[-2:] < -0.8, axis=0)
-        & (m.fd_excess[-1] > 10 * (np.abs(ad) + m.grad_norm * 1e-3 + m.fd_noise[-1]))
-    )  # fmt: skip
     # heavy first-order tails explain a disagreement: that is stiffness, not a jump
     z_gap = z_relevant_gap(m, t)
     disagree = z_gap > t.z_threshold and not _heavy_tails(m, t)
-    if not (disagree or bool(np.any(fd_jump))):
+    if not bool(ev.jump(m, t)):
         return None
     return Flag(
         "jump",
@@ -299,7 +238,7 @@ def _jump(m: Measurements, t: Thresholds) -> Flag | None:
 
 def _jump_undecided(m: Measurements, t: Thresholds) -> Flag | None:
     z = z_relevant_gap(m, t)
-    if _heavy_tails(m, t) or not (t.z_clear <= z <= t.z_threshold):
+    if not bool(ev.jump_undecided(m, t)):
         return None
     return Flag(
         "jump",
@@ -338,7 +277,7 @@ def _stiffness(m: Measurements, t: Thresholds) -> Flag | None:
             "the step barely resolves",
             _horizon_evidence(h),
         )
-    if not _heavy_tails(m, t):
+    if not bool(ev.stiffness(m, t)):
         return None
     return Flag(
         "stiffness",
@@ -355,10 +294,7 @@ def _stiffness_undecided(m: Measurements, t: Thresholds) -> Flag | None:
     rho, kurt = m.stiffness_ratio, m.first_kurtosis
     # one tail statistic past its threshold, the other within a factor 2 of it: the rare
     # huge samples are rare, so more samples may show them (ρ and kurtosis grow with N)
-    near = (rho > t.stiffness_ratio and kurt > t.stiffness_kurtosis / 2) or (
-        kurt > t.stiffness_kurtosis and rho > t.stiffness_ratio / 2
-    )
-    if not near:
+    if not bool(ev.stiffness_undecided(m, t)):
         return None
     return Flag(
         "stiffness",
@@ -376,7 +312,8 @@ def _stiffness_undecided(m: Measurements, t: Thresholds) -> Flag | None:
 def _stiffness_advice(flags: frozenset, sigma: float | str) -> str:
     return (
         f"use zeroth-order (or alpha-order) with σ = {_sigma_text(sigma)}: its variance does not "
-        "grow with stiffness; or soften the contact (lower k, smooth penalty) or shrink h"
+        "grow with stiffness; or soften the contact (a softer or smoothed contact model) or "
+        "shrink h"
     )
 
 
@@ -414,10 +351,50 @@ CHAOS = Rule("chaos", _chaos, _chaos_advice, urgency=1)
 
 # ---------------------------------------------------------------------------------------
 
-RULES: tuple[Rule, ...] = (NON_FINITE, PLATEAU, JUMP, STIFFNESS, CHAOS)
+# discretization: a smooth gradient of a different system (the step too coarse for it) --
+
+
+DISCRETIZATION_EXPLAINED_BY = ("non_finite", "plateau", "jump", "stiffness", "chaos")
+"""Flags that explain a gradient changing with h themselves (a switch, a stiff contact, an
+exploding Jacobian): the discretization flag is raised only when none of them is."""
+
+
+def _discretization(m: Measurements, t: Thresholds) -> Flag | None:
+    dz = m.discretization
+    if dz is None or not np.isfinite(dz.relative_error):
+        return None
+    if dz.relative_error <= t.discretization_tolerance:
+        return None
+    others = (RULES_BY_NAME[n].test(m, t) for n in DISCRETIZATION_EXPLAINED_BY)
+    if any(f is not None for f in others):
+        return None
+    return Flag(
+        "discretization",
+        f"the gradient at h = {dz.h:.3g} and at h/2 differ by {dz.difference:.3g} "
+        f"(‖∇‖ {dz.coarse_norm:.3g} against {dz.fine_norm:.3g}): with the integrator's order "
+        f"{dz.order} that puts ∇ at h {100 * dz.relative_error:.3g} % from the limit h → 0, "
+        f"beyond the {100 * t.discretization_tolerance:g} % allowed — smooth and "
+        "reproducible, but the gradient of the discretised model, not of the system written "
+        "down",
+        {"time_step": dz.h, "order": float(dz.order), "relative_error": dz.relative_error,
+         "grad_norm_h": dz.coarse_norm, "grad_norm_half_h": dz.fine_norm},
+    )  # fmt: skip
+
+
+def _discretization_advice(flags: frozenset, sigma: float | str) -> str:
+    return (
+        "refine the time step (halve h until ∇ stops changing) or use a higher-order "
+        "integrator; for contact, time-of-impact events instead of stepped ones"
+    )
+
+
+DISCRETIZATION = Rule("discretization", _discretization, _discretization_advice, urgency=5)
+
+RULES: tuple[Rule, ...] = (NON_FINITE, PLATEAU, JUMP, STIFFNESS, CHAOS, DISCRETIZATION)
 """Every flag the doctor knows, in the order flags are reported."""
 
 FLAGS: tuple[str, ...] = tuple(r.name for r in RULES)
+RULES_BY_NAME: dict[str, Rule] = {r.name: r for r in RULES}
 
 
 def _finite_evidence(flag: Flag) -> bool:

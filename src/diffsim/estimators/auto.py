@@ -1,57 +1,31 @@
-r"""The ``auto`` estimator: the exact gradient where it can be trusted, and otherwise the
-right mix of first- and zeroth-order samples — decided per call, from evidence it reports.
+r"""The ``auto`` estimator: the doctor's decision, made inside the compiled graph.
 
-One call, one compiled batch (no Python loop over samples):
+``Auto`` and :func:`diffsim.diagnose` answer "can the exact gradient be trusted?" from the
+**same evidence** (:mod:`diffsim.estimators._evidence`): one batch of N first-order
+samples, N/2 antithetic zeroth-order pairs with the exact gradient as control variate and
+a ladder of directional central differences, reduced to one set of statistics and
+compared with one set of thresholds. For the same key, σ and N (the doctor with
+``num_samples = max_samples = N``), the doctor's ``choice`` and ``Auto``'s are the same
+(``tests/test_one_verdict.py`` checks it over hundreds of random points):
 
-1. **σ to the scale of θ.** σ is :class:`~diffsim.Relative` by default (5 % of each
-   component, with a floor), or any σ form the other estimators take.
-2. **Widen σ on a plateau.** When ∇L(θ) predicts no change over σ (zero to rounding) and
-   the zeroth-order mean of N perturbed losses at σ is not significantly non-zero, nothing
-   within σ points anywhere: σ grows ×4 and fresh samples are drawn, up to ``max_widen``
-   times (``lax.while_loop``: only the rounds needed are paid for, N losses each). A
-   widened round whose losses are NaN or inf (σ reached outside the model's domain) is
-   dropped for the last finite one.
-3. **The doctor's tests at the final σ.** ∇L(θ) against the zeroth-order mean of step 2:
-   *trusted* when they differ by at most ``z_threshold`` standard errors in every
-   component, σ was not widened and everything is finite — the exact gradient is then
-   returned, and the call cost N + 1 losses and one gradient, ZoBG's price. Otherwise
-   (``lax.cond``: only then) N first-order samples ∇L(θ + σ⊙z), independent of the
-   zeroth-order ones as AoBG's, and:
+====  ==========  ===============================================================
+code  name        when (the doctor's verdict), and what is returned
+====  ==========  ===============================================================
+0     exact       trusted: no flag, nothing undecided — ∇L(θ) (zero variance)
+1     mixed       untrusted: jump, or inconclusive (a statistic undecided) —
+                  :math:`α ĝ^1 + (1 − α) ĝ^0` with AoBG's rule at a tolerated bias of
+                  ‖SE(ĝ⁰)‖: a real jump (B ≫ SE) gets α ≈ 0, a false alarm the
+                  minimum-variance mix
+2     zeroth      plateau (σ widened ×4, up to ``max_widen`` times, while nothing
+                  moved within it): ZoBG, unbiased
+3     zeroth      stiffness (heavy first-order tails): ZoBG
+4     none        non_finite loss, gradient or perturbed losses: NaN, never a number
+5     zeroth      non_finite first-order samples only: ZoBG from the finite losses
+6     zeroth      chaos (rollouts only, the doctor's; ``Auto`` never returns it)
+====  ==========  ===============================================================
 
-   * the first-/zeroth-order gap in combined standard errors (``z_gap``; Suh et al.'s bias
-     test, scale-free: the tolerated gap is the statistical resolution of the two means);
-   * *tails*: the first-order samples are far larger than the loss changes within σ explain
-     (ρ = max‖σ⊙g¹ᵢ‖ / max|ΔL| > ``stiffness_ratio``) with heavy tails (excess kurtosis of
-     ‖σ⊙g¹ᵢ‖ > ``stiffness_kurtosis``): FoBG's empirical bias under stiff contact.
-
-4. **The choice** (``choice``, with the evidence):
-
-   ====  ==========  ===============================================================
-   code  name        when, and what is returned
-   ====  ==========  ===============================================================
-   0     exact       trusted (above): ∇L(θ) (zero variance)
-   1     mixed       otherwise, without heavy tails: :math:`α ĝ^1 + (1 − α) ĝ^0` with
-                     AoBG's rule at a tolerated bias of ‖SE(ĝ⁰)‖: the minimum-variance
-                     α∞ when α∞B ≤ ‖SE(ĝ⁰)‖, else ‖SE(ĝ⁰)‖/B — so a real jump (B ≫ SE)
-                     gets α ≈ 0 and a false alarm (B ≈ SE) the minimum variance
-   2     zeroth      σ widened on a plateau and the first-order samples see no slope
-                     (FoBG is blind there by construction): ZoBG, unbiased
-   3     zeroth      heavy first-order tails (stiffness): ZoBG, whose variance does not
-                     grow with the stiffness
-   4     none        the loss or its zeroth-order samples are non-finite: NaN, never a
-                     number
-   5     zeroth      some first-order samples are non-finite (a gradient leaves the
-                     model's domain within σ): ZoBG from the finite loss samples
-   ====  ==========  ===============================================================
-
-   Falsely distrusting the exact gradient costs variance (code 1 is then the
-   minimum-variance mix); falsely trusting it costs bias. So ``z_threshold`` (2) is lower
-   than the doctor's (4).
-
-Cost per call: ``N·r + 1`` loss evaluations for r sampling rounds (r = 1 unless σ was
-widened) and one gradient evaluation, plus N when the exact gradient is not trusted; the
-estimate reports what the call needed (under ``vmap`` both branches of the ``lax.cond``
-run, as XLA does for any batched branch).
+Cost per call and round: ``1 + 2·k·m + N`` loss and ``1 + N`` gradient evaluations (k ≤ 8
+ladder directions, m = 7 steps), a widened round paying it again.
 """
 
 from __future__ import annotations
@@ -61,13 +35,14 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax.scipy.special
 import numpy as np
 from jaxtyping import Array
 
-from .._sharding import check_devices, device_mesh, sample_map
-from .._sigma import Relative, check_sigma, describe, sigma_vector
+from .._sharding import check_devices, device_mesh
+from .._sigma import DEFAULT_SIGMA, check_sigma, describe, sigma_vector
+from . import _evidence as ev
 from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
+from ._evidence import CHOICES, REASONS, WIDEN
 from .alpha_order import choose_alpha
 from .base import (
     SIGMA,
@@ -77,221 +52,139 @@ from .base import (
     SmoothingEstimator,
     flatten_loss,
     make_result,
-    mean_and_stats,
 )
-from .first_order import first_order_samples
 
-CHOICES: tuple[str, ...] = ("exact", "mixed", "zeroth", "zeroth", "none", "zeroth")
-"""The name of each ``choice`` code (see the module docstring)."""
-
-REASONS: tuple[str, ...] = (
-    "the exact gradient agrees with the zeroth-order (smoothed, unbiased) estimate within σ: "
-    "it is trustworthy",
-    "the exact gradient is not vouched for (the first-/zeroth-order gap, a widened σ, or a "
-    "non-finite ∇L(θ)): first- and zeroth-order samples mixed, the first-order share "
-    "capped so that its bias stays within the zeroth-order mean's standard error",
-    "the loss is flat within the σ asked for (a plateau) and the first-order samples see no "
-    "slope at the widened σ: zeroth order, unbiased",
-    "rare, huge first-order samples with heavy tails (stiff contact): zeroth order, whose "
-    "variance does not grow with the stiffness",
-    "the loss or its zeroth-order samples are NaN or inf: no estimate",
-    "some first-order samples are NaN or inf (a gradient leaves the model's domain within "
-    "σ): zeroth order from the finite loss samples",
-)
-"""Why each ``choice`` code was taken."""
-
-WIDEN = 4.0
-"""σ grows by this factor per widening round on a plateau."""
-
-
-def _excess_kurtosis(v: Array) -> Array:
-    c = v - jnp.mean(v)
-    m2 = jnp.mean(c**2)
-    return jnp.where(m2 > 0, jnp.mean(c**4) / jnp.where(m2 > 0, m2, 1.0) ** 2 - 3.0, 0.0)
-
-
-def per_component_threshold(z: Array, dim: int) -> Array:
-    r"""The per-component z that keeps the chance of a false alarm in *any* of ``dim``
-    components at that of one component at ``z`` (Bonferroni): :math:`Φ^{-1}(1 − \bar Φ(z)/d)`
-    — 2 for one parameter, 3.3 for 50 (the pushing controls), so a smooth loss in many
-    dimensions is still trusted."""
-    tail = jax.scipy.special.ndtr(-z) / dim
-    return jnp.maximum(z, -jax.scipy.special.ndtri(tail))
+__all__ = ["CHOICES", "REASONS", "WIDEN", "Auto", "describe_choice"]
 
 
 @eqx.filter_jit
-def _auto(loss, theta, key, sigma, num_samples, max_widen, z_threshold, ratio, kurtosis, mesh):
-    f, x, unravel = flatten_loss(loss, theta)
-    s0 = sigma_vector(sigma, theta)
+def _auto(loss, theta, key, sigma, num_samples, max_widen, thresholds, mesh):
+    _, x, unravel = flatten_loss(loss, theta)
     dt = x.dtype
     n, d = num_samples, x.shape[0]
-    z_threshold = per_component_threshold(jnp.asarray(z_threshold, dt), d)
-    L0 = f(x)
-    eps = jnp.finfo(dt).eps
-    tol = 16 * eps * (jnp.abs(L0) + 1)
-    k_widen, k1 = jax.random.split(key)
+    sig = sigma_vector(sigma, theta)
+    sbar = jnp.max(sig) if d else jnp.ones((), dt)
+    scale = sig / sbar
+    steps = jnp.asarray(np.asarray(ev.DEFAULT_REL_STEPS, float), dt)
+    empty = ev.empty_state(d, n, steps.shape[0], ev.NUM_DIRECTIONS, dt)
 
-    def draw(r):  # round r: N perturbed losses at σ·WIDEN^r
-        z = jax.random.normal(jax.random.fold_in(k_widen, r), (n, d), dt)
-        s = s0 * jnp.asarray(WIDEN, dt) ** r
-        return z, s, sample_map(f, x + s * z, mesh)
-
-    g_exact = jax.grad(f)(x)
-    # the exact gradient predicts no change over σ (zero to rounding): a plateau, unless
-    # the zeroth-order samples see a significant slope within σ
-    exact_flat = jnp.sum(jnp.abs(s0 * g_exact)) <= tol
-
-    def no_slope(z, s, fz):
-        m, se, _ = mean_and_stats((fz - L0)[:, None] * z / s)
-        return jnp.all(jnp.abs(m) <= z_threshold * se)
-
-    def finite(fz):
-        return jnp.all(jnp.isfinite(fz))
+    def batch(r):  # round r: the doctor's batch at σ·WIDEN^r, key fold_in(key, r)
+        s = sbar * jnp.asarray(WIDEN, dt) ** r
+        st = ev.draw(loss, theta, ev.round_key(key, r), scale, s, steps, empty,
+                     jnp.asarray(0), jnp.asarray(1), n, ev.NUM_DIRECTIONS, mesh)  # fmt: skip
+        e = ev.statistics(st["fixed"], st["zeroth"], st["first"], st["loss_changes"], s, scale)
+        return e
 
     def cond(c):
-        r, z, s, fz = c[:4]
-        return (r < max_widen) & exact_flat & no_slope(z, s, fz) & finite(fz)
+        r, e = c
+        return (r < max_widen) & ev.flat_within_sigma(e)
 
     def body(c):
         r = c[0] + 1
-        return (r, *draw(r), *c[1:4])
+        return r, batch(r)
 
-    first = draw(0)
-    rounds, z, s, fz, zp, sp, fzp = jax.lax.while_loop(
-        cond, body, (jnp.asarray(0, jnp.int32), *first, *first)
-    )
-    # a widened round that left the loss's domain (NaN or inf) is dropped: the last
-    # finite round is used, and the extra round's evaluations are still counted
-    paid = rounds
-    back = (rounds > 0) & ~finite(fz)
-    z, s, fz = (jnp.where(back, a, b) for a, b in ((zp, z), (sp, s), (fzp, fz)))
-    rounds = jnp.where(back, rounds - 1, rounds)
-    widened = rounds > 0
+    rounds, e = jax.lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), batch(0)))
+    choice = ev.assess(e, thresholds)
 
-    dL = fz - L0
-    g0 = dL[:, None] * z / s
-    m0, se0, var0 = mean_and_stats(g0)
-    finite0 = jnp.all(jnp.isfinite(g0)) & jnp.isfinite(L0)
-    finite_exact = jnp.all(jnp.isfinite(g_exact))
-    # ∇L(θ) against the zeroth-order mean (a plateau's 0 against a slope, a jump's
-    # one-sided derivative against the smoothed one, a stiff derivative against the
-    # loss changes it should explain)
-    dev = jnp.abs(g_exact - m0)
-    z_exact = jnp.max(
-        jnp.where(se0 > 0, dev / jnp.where(se0 > 0, se0, 1.0), jnp.where(dev > 0, jnp.inf, 0.0))
-    )
-    trusted = (z_exact <= z_threshold) & ~widened & finite_exact & finite0
-    # the first-order family only when the exact gradient is not vouched for (lax.cond:
-    # a trusted call costs N + 1 losses and one gradient, as much as ZoBG alone)
-    g1 = jax.lax.cond(
-        trusted,
-        lambda: jnp.zeros((n, d), dt),
-        lambda: first_order_samples(f, x, s, k1, n, mesh),
-    )
-    m1, se1, var1 = mean_and_stats(g1)
-
-    # the first-/zeroth-order gap in combined standard errors, componentwise
-    comb = jnp.sqrt(se0**2 + se1**2)
-    gap = jnp.abs(m1 - m0)
-    z_comp = jnp.where(
-        comb > 0, gap / jnp.where(comb > 0, comb, 1.0), jnp.where(gap > 0, jnp.inf, 0.0)
-    )
-    z_gap = jnp.where(trusted, jnp.nan, jnp.max(z_comp))
-    # tails: per-sample first-order changes over σ against the loss changes observed
-    norms = jnp.sqrt(jnp.sum((s * g1) ** 2, axis=1))
-    rho = jnp.max(norms) / jnp.maximum(jnp.max(jnp.abs(dL)), tol)
-    heavy = (rho > ratio) & (_excess_kurtosis(norms) > kurtosis)
-
-    finite1 = jnp.all(jnp.isfinite(g1))
-    # after widening, does the first-order family see a slope at all?
-    slope = jnp.any(jnp.abs(m1) > z_threshold * se1) | jnp.any((se1 == 0) & (m1 != 0))
-    choice = jnp.select(
-        [trusted, ~finite0, ~finite1, heavy, widened & ~slope],
-        [0, 4, 5, 3, 2],
-        1,
-    ).astype(jnp.int32)
-
-    # AoBG's rule with the tolerated bias γ − ε = ‖SE of the ZoBG mean‖: the first-order
-    # share adds at most the zeroth-order mean's own standard error of bias
+    m0, se0, var0 = e.zeroth_mean, e.zeroth_se, e.zeroth_variance
+    finite1 = e.finite_perturbed_gradients
+    m1 = jnp.where(finite1, e.first_mean, 0.0)  # keep 0·NaN out of the mix
+    se1 = jnp.where(finite1, e.first_se, 0.0)
+    var1 = e.first_variance
+    # AoBG's rule with the tolerated bias γ − ε = ‖SE of the ZoBG mean‖ (in θ's units)
     B = jnp.sqrt(jnp.sum((m1 - m0) ** 2))
     se0_norm = jnp.sqrt(jnp.sum(se0**2))
-    alpha_mix = choose_alpha(var0, var1, jnp.zeros((), dt), B, se0_norm)
+    alpha_mix = choose_alpha(var0, jnp.where(finite1, var1, jnp.inf), jnp.zeros((), dt), B,
+                             se0_norm)  # fmt: skip
     alpha = jnp.select(
-        [choice == 0, choice == 1, choice == 4], [jnp.ones((), dt), alpha_mix, jnp.nan], 0.0
+        [choice == ev.EXACT, choice == ev.MIXED, choice == ev.NONE],
+        [jnp.ones((), dt), alpha_mix, jnp.asarray(jnp.nan, dt)],
+        jnp.zeros((), dt),
     ).astype(dt)
-    m1 = jnp.where(finite1, m1, 0.0)  # α = 0 then: keep 0·NaN out of the mix
-    se1 = jnp.where(finite1, se1, 0.0)
-    mixed = alpha * m1 + (1 - alpha) * m0
-    estimate = jnp.where(choice == 0, g_exact, jnp.where(choice == 4, jnp.nan, mixed))
+    a = jnp.where(jnp.isfinite(alpha), alpha, 0.0)
+    mixed = a * m1 + (1 - a) * m0
+    estimate = jnp.where(choice == ev.EXACT, e.grad, jnp.where(choice == ev.NONE, jnp.nan, mixed))
     se = jnp.where(
-        choice == 0, jnp.zeros_like(se0), jnp.sqrt(alpha**2 * se1**2 + (1 - alpha) ** 2 * se0**2)
+        choice == ev.EXACT, jnp.zeros_like(se0), jnp.sqrt(a**2 * se1**2 + (1 - a) ** 2 * se0**2)
     )
+    se = jnp.where(choice == ev.NONE, jnp.nan, se)
+    fd_points = e.fd_excess.size
+    per_round_loss = 1 + 2 * fd_points + n
     return make_result(
         unravel,
         estimate.astype(dt),
         se.astype(dt),
-        num_loss_evals=n * (paid + 1) + 1,
-        num_grad_evals=jnp.where(trusted, 1, n + 1),
-        variance=jnp.where(choice == 0, 0.0, alpha**2 * var1 + (1 - alpha) ** 2 * var0),
+        num_loss_evals=per_round_loss * (rounds + 1),
+        num_grad_evals=(1 + n) * (rounds + 1),
+        variance=jnp.where(choice == ev.EXACT, 0.0, a**2 * var1 + (1 - a) ** 2 * var0),
         zeroth_variance=var0,
         first_variance=var1,
         alpha=alpha,
         bias_gap=B,
-        sigma_used=jnp.max(s),
+        sigma_used=e.sigma,
         choice=choice,
-        z_gap=z_gap,
+        z_gap=ev.relevant_gap(e, thresholds),
         widenings=rounds,
         reports=Auto.reports,
     )
 
 
+def _static_positive(name: str):
+    def convert(v: Any) -> float:
+        positive_field(name, v)  # the checks (type, finite, > 0), naming the option
+        return float(v)
+
+    return convert
+
+
 class Auto(SmoothingEstimator):
-    r"""The estimator that needs no expertise: exact where the doctor's tests trust it,
-    otherwise first- and zeroth-order samples mixed as the evidence says (see the module
-    :mod:`diffsim.estimators.auto` for the algorithm and the choices).
+    r"""The estimator that needs no expertise: the doctor's decision for its samples, made
+    in the compiled graph — exact where the doctor trusts the gradient, else what it
+    recommends (see :mod:`diffsim.estimators.auto` for the choices).
 
     Args:
         sigma: the smoothing scale to test at and to smooth with, in any σ form (a number, a
-            pytree like θ, :class:`~diffsim.Relative`); default ``Relative(0.05,
-            floor=0.1)``: 5 % of each component's magnitude (0.005 for a component near 0).
-        num_samples: N per family (>= 4; the tests' power grows with it): N first-order
-            samples and N loss samples per round.
-        max_widen: how many times σ may grow ×4 on a plateau (>= 0, static; default 2:
-            up to 16 × the σ asked for, 80 % of |θ| under the default).
-        z_threshold: significance, in standard errors, of the tests for one parameter
-            (default 2); with d parameters each component is tested at
-            :func:`per_component_threshold` so the call's false-alarm rate stays that of one.
-        stiffness_ratio, stiffness_kurtosis: the heavy-tail test (as the doctor's).
+            pytree like θ, :class:`~diffsim.Relative`); default ``Relative(0.05)``
+            (:data:`diffsim.DEFAULT_SIGMA`, the rule every tool shares): 5 % of each
+            component's magnitude, a component at 0 taking the smallest non-zero |θ_i|.
+        num_samples: N per family (even, >= 4): N first-order samples and N/2 antithetic
+            zeroth-order pairs per round.
+        max_widen: how many times σ may grow ×4 when nothing moves within it (>= 0,
+            static; default 2: up to 16 × the σ asked for).
+        z_threshold, z_clear, gap_tolerance, stiffness_ratio, stiffness_kurtosis: the
+            doctor's thresholds (the same defaults: 4, 2, 0.1, 20, 10;
+            :class:`diffsim.doctor.Thresholds`).
         devices: where the samples run (static): ``None`` (every device when there are
             several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
             estimate is the one-device estimate to float rounding (same key).
 
-    The estimate reports ``choice`` (its code; :data:`CHOICES`, :data:`REASONS`, and
-    :func:`describe_choice` in words), ``sigma_used``, ``widenings``, ``z_gap``, ``alpha``,
-    ``bias_gap`` and both per-sample variances.
+    The estimate reports ``choice`` (its code; ``estimate.choice_name``, :data:`CHOICES`,
+    :data:`REASONS`, and :func:`describe_choice` in words), ``sigma_used``, ``widenings``,
+    ``z_gap`` (the first-/zeroth-order gap beyond tolerance, in standard errors),
+    ``alpha``, ``bias_gap`` and both per-sample variances.
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from diffsim.estimators import Auto, describe_choice
         >>> r = Auto()(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(1))
-        >>> r.estimate.tolist(), describe_choice(r).split(":")[0]
+        >>> r.estimate.tolist(), r.choice_name
         ([2.0, -4.0], 'exact')
         >>> step = lambda t: jnp.where(t > 1.0, 1.0, 0.0)  # flat at 0.5, a jump at 1
         >>> r = Auto()(step, jnp.asarray(0.5), jax.random.PRNGKey(1))
-        >>> int(r.widenings) > 0, float(r.estimate) > 0
-        (True, True)
+        >>> int(r.widenings), r.choice_name, float(r.estimate) > 0
+        (2, 'zeroth', True)
     """
 
-    label = "auto (exact where trusted, else mixed)"
+    label = "auto (the doctor's choice)"
     short_label = "auto"
     sharded = True
     summary = (
-        "exact gradient where the smoothed loss vouches for it, else the unbiased or "
-        "minimum-variance mix; σ relative to θ, widened on plateaus"
+        "the doctor's decision in the graph: exact gradient where it is trusted, else the "
+        "zeroth-order or mixed estimate it recommends; σ relative to θ, widened when flat"
     )
     options = (
         SIGMA,
-        Option("num_samples", "N, samples per family", int, "", 4),
+        Option("num_samples", "N, samples per family (even)", int, "", 4),
     )
     reports = (
         "choice",
@@ -305,28 +198,50 @@ class Auto(SmoothingEstimator):
     )
 
     sigma: Any = eqx.field(
-        converter=lambda v: check_sigma("sigma", v), default_factory=lambda: Relative(0.05, 0.1)
+        converter=lambda v: check_sigma("sigma", v), default_factory=lambda: DEFAULT_SIGMA
     )
     num_samples: int = eqx.field(static=True, converter=as_count, default=32)
-    max_widen: int = eqx.field(static=True, converter=as_count, default=2)
-    z_threshold: Array = eqx.field(
-        converter=lambda v: positive_field("z_threshold", v), default=2.0
+    max_widen: int = eqx.field(static=True, converter=as_count, default=ev.MAX_WIDEN)
+    z_threshold: float = eqx.field(
+        static=True, converter=_static_positive("z_threshold"), default=4.0
     )
-    stiffness_ratio: Array = eqx.field(
-        converter=lambda v: positive_field("stiffness_ratio", v), default=20.0
+    z_clear: float = eqx.field(static=True, converter=_static_positive("z_clear"), default=2.0)
+    gap_tolerance: float = eqx.field(static=True, default=0.1)
+    stiffness_ratio: float = eqx.field(
+        static=True, converter=_static_positive("stiffness_ratio"), default=20.0
     )
-    stiffness_kurtosis: Array = eqx.field(
-        converter=lambda v: positive_field("stiffness_kurtosis", v), default=10.0
+    stiffness_kurtosis: float = eqx.field(
+        static=True, converter=_static_positive("stiffness_kurtosis"), default=10.0
     )
 
     devices: Any = eqx.field(static=True, converter=check_devices, default=None)
 
     def __check_init__(self) -> None:
         samples_field("num_samples", self.num_samples, minimum=4)
+        if self.num_samples % 2:
+            raise ValueError(
+                f"num_samples must be even (N/2 antithetic pairs), got {self.num_samples}"
+            )
         if isinstance(self.max_widen, bool) or not isinstance(self.max_widen, int | np.integer):
             raise TypeError(f"max_widen must be an integer in [0, 20], got {self.max_widen!r}")
         if not 0 <= self.max_widen <= 20:
             raise ValueError(f"max_widen must be an integer in [0, 20], got {self.max_widen}")
+        g = self.gap_tolerance
+        if isinstance(g, bool) or not isinstance(g, int | float) or not 0 <= g <= 1:
+            raise ValueError(f"gap_tolerance must be a number in [0, 1], got {g!r}")
+        if not self.z_clear < self.z_threshold:
+            raise ValueError(
+                f"z_clear must be < z_threshold ({self.z_threshold}), got {self.z_clear}"
+            )
+
+    @property
+    def thresholds(self) -> ev.Thresholds:
+        """The doctor's :class:`~diffsim.doctor.Thresholds` this estimator decides with."""
+        return ev.Thresholds(
+            z_threshold=self.z_threshold, stiffness_ratio=self.stiffness_ratio,
+            stiffness_kurtosis=self.stiffness_kurtosis, z_clear=self.z_clear,
+            gap_tolerance=float(self.gap_tolerance),
+        )  # fmt: skip
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True)
@@ -338,14 +253,12 @@ class Auto(SmoothingEstimator):
             self.sigma,
             self.num_samples,
             self.max_widen,
-            self.z_threshold,
-            self.stiffness_ratio,
-            self.stiffness_kurtosis,
+            self.thresholds,
             device_mesh(self.devices),
         )
 
     def describe_sigma(self) -> str:
-        """σ in words (``relative 0.05 (floor 0.1)``, a number, or ``per component``)."""
+        """σ in words (``0.05·|θ| (floor …)``, a number, or ``per component``)."""
         return describe(self.sigma)
 
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, PyTree
 
@@ -167,6 +168,53 @@ class GradientEstimate(eqx.Module):
     def num_evals(self) -> Array:
         """Simulator evaluations: loss evaluations plus gradient evaluations."""
         return self.num_loss_evals + self.num_grad_evals
+
+    @property
+    def choice_name(self) -> str | None:
+        """What :class:`~diffsim.estimators.Auto` returned, by name (``"exact"``,
+        ``"mixed"``, ``"zeroth"``, ``"none"``); ``None`` for the other estimators (and for a
+        stack of estimates, whose ``choice`` is an array)."""
+        from ._evidence import CHOICES
+
+        code = np.asarray(self.choice)
+        if code.ndim or not 0 <= int(code) < len(CHOICES):
+            return None
+        return CHOICES[int(code)]
+
+    def __repr__(self) -> str:
+        return self._text()
+
+    def __str__(self) -> str:
+        return self._text()
+
+    def _text(self) -> str:
+        """The estimate as numbers: ``GradientEstimate(estimate=…, std_error=…, …)``,
+        with what the estimator reports (a traced or stacked estimate shows shapes)."""
+        leaves = jax.tree_util.tree_leaves(self.estimate)
+        if any(isinstance(v, jax.core.Tracer) for v in leaves):
+            return f"GradientEstimate(traced, reports={self.reports})"
+
+        def fmt(v: Any) -> str:
+            a = np.asarray(v)
+            if a.ndim == 0:
+                return f"{float(a):.6g}" if a.dtype.kind == "f" else str(a.item())
+            return np.array2string(a, precision=6, separator=", ", threshold=8)
+
+        def tree(v: Any) -> str:
+            if isinstance(v, dict):
+                return "{" + ", ".join(f"{k!r}: {tree(x)}" for k, x in v.items()) + "}"
+            return fmt(v)
+
+        parts = [f"estimate={tree(self.estimate)}", f"std_error={tree(self.std_error)}",
+                 f"loss_evaluations={fmt(self.num_loss_evals)}",
+                 f"grad_evaluations={fmt(self.num_grad_evals)}"]  # fmt: skip
+        name = self.choice_name
+        for q in self.reports:
+            if q == "choice" and name is not None:
+                parts.append(f"choice={name!r}")
+            else:
+                parts.append(f"{q}={fmt(getattr(self, q))}")
+        return "GradientEstimate(" + ", ".join(parts) + ")"
 
     def report(self) -> dict[str, Reported]:
         """The quantities this estimate holds, in order: :data:`BASE_QUANTITIES` and then

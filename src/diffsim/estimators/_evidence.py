@@ -1,0 +1,528 @@
+r"""One batch of evidence and one decision: what the doctor and ``auto`` both read.
+
+"Can the exact gradient at θ be trusted?" is answered once, here, for both tools:
+
+* :func:`draw` evaluates one batch around θ (one traced program): L(θ) and ∇L(θ),
+  directional central differences over a ladder of step sizes, N/2 antithetic zeroth-order
+  pairs with the exact gradient as control variate, and N independent first-order samples
+  ∇L(θ + σ ⊙ z) of the Gaussian-smoothed gradient at scale σ;
+* :func:`statistics` reduces the batch to :class:`Evidence` (means and standard errors per
+  family, the first-/zeroth-order gap, tails, flatness, finiteness), in ``jnp`` so that it
+  runs on the host (the doctor's sequential loop) and inside a compiled graph (``Auto``);
+* the predicates (:func:`plateau`, :func:`jump`, :func:`heavy_tails`, their *undecided*
+  bands, :func:`flat_within_sigma`) compare the evidence with **one** set of
+  :class:`Thresholds`;
+* :func:`choose` turns the flags raised and undecided into a :data:`CHOICES` code — what
+  the doctor recommends and what ``Auto`` returns for the same samples.
+
+:func:`diffsim.diagnose` draws in rounds (N doubled while a statistic is undecided) and
+writes the report; :class:`~diffsim.estimators.Auto` draws one round of N (widening σ on a
+dead-flat plateau exactly as the doctor does) and returns the estimate the choice names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array
+
+from .._sharding import sample_map
+from .alpha_order import bernstein_radius
+from .base import flatten_loss
+from .first_order import first_order_samples
+
+# ---------------------------------------------------------------------------------------
+# thresholds and choices
+# ---------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    """The one set of thresholds the doctor and ``auto`` decide with (the keywords of
+    :func:`~diffsim.diagnose`, :func:`~diffsim.diagnose_rollout` and
+    :class:`~diffsim.estimators.Auto` of the same names; the defaults are these).
+
+    Attributes:
+        z_threshold: significance, in standard errors, for "non-zero" and "disagree".
+        stiffness_ratio: ρ above which per-sample gradients are "far larger than the loss
+            changes they should explain".
+        stiffness_kurtosis: excess kurtosis of the per-sample gradient norms above which
+            their tails are "heavy".
+        chaos_growth: growth G of ‖∂s_t/∂s_0‖ from T/8 to T beyond which the horizon is too
+            long for first-order gradients; ``None`` without a rollout.
+        concentration_limit: share of that growth one step may explain for it to count as
+            chaos rather than stiffness; ``None`` without a rollout.
+        z_clear: significance below which a statistic is "clearly no"; between it and
+            ``z_threshold`` it is undecided, and the sequential test draws more samples.
+        gap_tolerance: η, the share of the smoothed gradient's norm a first-/zeroth-order
+            gap must exceed to matter: a gap smaller than η·‖ḡ⁰‖ does not change what the
+            user should do, however many samples make it significant.
+        discretization_tolerance: the relative error of the gradient at h (estimated from
+            h and h/2) beyond which it is the gradient of a different system (rollouts).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim.doctor import RULES, Thresholds, measure
+        >>> th = Thresholds()
+        >>> th.z_threshold, th.z_clear, th.gap_tolerance, th.chaos_growth  # no rollout
+        (4.0, 2.0, 0.1, None)
+        >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0) + 0.1 * t
+        >>> m = measure(step, jnp.asarray(0.02), jax.random.PRNGKey(0), sigma=0.1)
+        >>> [f.name for f in (rule.test(m, th) for rule in RULES) if f is not None]
+        ['jump']
+    """
+
+    z_threshold: float = 4.0
+    stiffness_ratio: float = 20.0
+    stiffness_kurtosis: float = 10.0
+    chaos_growth: float | None = None
+    concentration_limit: float | None = None
+    z_clear: float = 2.0
+    gap_tolerance: float = 0.1
+    discretization_tolerance: float = 0.1
+
+
+CHOICES: tuple[str, ...] = ("exact", "mixed", "zeroth", "zeroth", "none", "zeroth", "zeroth")
+"""The name of each choice code: what the doctor recommends and ``auto`` returns."""
+
+REASONS: tuple[str, ...] = (
+    "no flag and nothing undecided: the exact gradient agrees with every check",
+    "a jump within σ (first- and zeroth-order samples disagree), or a statistic still "
+    "undecided: first- and zeroth-order samples mixed, the first-order share capped so "
+    "that its bias stays within the zeroth-order mean's standard error",
+    "a plateau: the exact gradient is ~0 but the loss changes within σ (widened when "
+    "nothing moved at the σ asked for): zeroth order, unbiased",
+    "stiffness: rare, huge first-order samples with heavy tails: zeroth order, whose "
+    "variance does not grow with the stiffness",
+    "the loss, its gradient or its perturbed losses are NaN or inf: no estimate",
+    "some first-order samples are NaN or inf (a gradient leaves the model's domain within "
+    "σ): zeroth order from the finite loss samples",
+    "chaos: the rollout Jacobian grows exponentially over the horizon: zeroth order, whose "
+    "variance does not grow with the Jacobian",
+)
+"""Why each choice code was taken."""
+
+EXACT, MIXED, ZEROTH_PLATEAU, ZEROTH_STIFF, NONE, ZEROTH_DOMAIN, ZEROTH_CHAOS = range(7)
+
+WIDEN = 4.0
+"""σ grows by this factor per widening round when nothing moves within σ."""
+
+MAX_WIDEN = 2
+"""How many times σ may widen (up to 16 × the σ asked for)."""
+
+DEFAULT_REL_STEPS = (1.0, 0.3, 0.1, 0.03, 0.01, 0.003, 0.001)
+"""The finite-difference ladder, as multiples of σ."""
+
+NUM_DIRECTIONS = 8
+"""Directions of the finite-difference ladder (coordinate axes when dim θ is at most this)."""
+
+
+# ---------------------------------------------------------------------------------------
+# the batch
+# ---------------------------------------------------------------------------------------
+
+
+def _directions(d: int, k: int, key, dtype):
+    """Coordinate axes when d <= k, else k random unit directions."""
+    if d <= k:
+        return jnp.eye(d, dtype=dtype)
+    u = jax.random.normal(key, (k, d), dtype)
+    return u / jnp.linalg.norm(u, axis=1, keepdims=True)
+
+
+def round_key(key: Array, r: Any) -> Array:
+    """The key of sampling round r (σ widened r times): ``key`` itself for r = 0, else
+    ``fold_in(key, r)`` — the doctor and ``auto`` draw the same numbers in every round."""
+    return jax.lax.cond(
+        jnp.asarray(r) == 0, lambda: key, lambda: jax.random.fold_in(key, jnp.asarray(r))
+    )
+
+
+def empty_state(d: int, capacity: int, num_steps: int, num_dir: int, dtype) -> dict:
+    """Sample buffers of fixed shape for :func:`draw` (capacity samples per family)."""
+    k = d if d <= num_dir else num_dir
+    z = jnp.zeros
+    return {
+        "zeroth": z((capacity // 2, d), dtype),
+        "first": z((capacity, d), dtype),
+        "loss_changes": z((capacity,), dtype),
+        "fixed": {"loss": z((), dtype), "grad": z((d,), dtype), "deltas": z((num_steps,), dtype),
+                  "fd_plus": z((num_steps, k), dtype), "fd_minus": z((num_steps, k), dtype),
+                  "grad_along_directions": z((k,), dtype)},
+    }  # fmt: skip
+
+
+def draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):
+    r"""Fill the sample buffers of ``state`` from chunk ``start`` to ``stop`` (traceable:
+    every round reuses one compiled program), computing the sample-free part (L(θ), ∇L(θ),
+    the finite-difference ladder) when ``start`` is 0.
+
+    Everything is evaluated in the scaled coordinates y, :math:`f(y) = L(θ_0 + s ⊙ y)`
+    with ``s = scale`` = σ/σ̄, where the perturbations are σ̄·z, isotropic. For one number
+    σ, s = 1 and :math:`θ_0 + 1·y` is θ_0 + y exactly: the same numbers as in θ. The
+    samples (and the ladder's points) are evaluated over ``mesh`` when one is given.
+    """
+    f0, x0, _ = flatten_loss(loss, theta)
+    d = x0.shape[0]
+
+    def f(y):
+        return f0(x0 + scale * y)
+
+    origin = jnp.zeros_like(x0)
+    k_dir, k_samples = jax.random.split(key)
+
+    def fixed(_):
+        L0, g = jax.value_and_grad(f0)(x0)
+        # directional central differences on a ladder of step sizes δ_j = s_j σ̄ (in y)
+        U = _directions(d, num_dir, k_dir, x0.dtype)  # (k, d)
+        deltas = rel_steps.astype(x0.dtype) * sigma  # (m,)
+        pts = deltas[:, None, None] * U[None, :, :]
+        both = sample_map(f, jnp.concatenate([pts, -pts]).reshape(-1, d), mesh)
+        fp, fm = both.reshape(2, *pts.shape[:2])  # (m, k) each
+        return {"loss": L0, "grad": g, "deltas": deltas, "fd_plus": fp, "fd_minus": fm,
+                "grad_along_directions": U @ (scale * g)}  # fmt: skip
+
+    fx = jax.lax.cond(start == 0, fixed, lambda _: state["fixed"], None)
+    L0 = fx["loss"]
+    pairs = chunk // 2
+
+    def body(i, bufs):
+        k0, k1 = jax.random.split(jax.random.fold_in(k_samples, i))
+        # ZoBG in antithetic pairs with the exact gradient as control variate,
+        # g = ((L(θ+σz) − L(θ−σz))/2 − σ zᵀ∇L(θ)) z/σ + ∇L(θ) (unbiased: E[zzᵀ] = I): the
+        # even part of the loss (a bowl's curvature) cancels in the pair and the linear part
+        # in the control variate, so for a smooth loss only O(σ²) is left; a jump's
+        # contribution is untouched
+        gy = scale * fx["grad"]
+        z = jax.random.normal(k0, (pairs, d), x0.dtype)
+        fp, fm = sample_map(f, jnp.concatenate([sigma * z, -sigma * z]), mesh).reshape(2, -1)
+        g0 = ((fp - fm) / 2 - sigma * (z @ gy))[:, None] * z / sigma + gy
+        g1 = first_order_samples(f, origin, sigma, k1, chunk, mesh)
+        dL = jnp.concatenate([fp, fm]) - L0
+        return {
+            "zeroth": jax.lax.dynamic_update_slice(bufs["zeroth"], g0, (i * pairs, 0)),
+            "first": jax.lax.dynamic_update_slice(bufs["first"], g1, (i * chunk, 0)),
+            "loss_changes": jax.lax.dynamic_update_slice(
+                bufs["loss_changes"], dL, (i * 2 * pairs,)
+            ),
+        }
+
+    samples = {k: state[k] for k in ("zeroth", "first", "loss_changes")}
+    samples = jax.lax.fori_loop(start, stop, body, samples)
+    return dict(samples, fixed=fx)
+
+
+# ---------------------------------------------------------------------------------------
+# the statistics
+# ---------------------------------------------------------------------------------------
+
+
+class Evidence(eqx.Module):
+    """Every statistic of one batch (arrays; the doctor's
+    :class:`~diffsim.doctor.Measurements` holds the same names as numbers). Norms, ρ, the
+    gap and the ladder live in the σ-scaled coordinates; per-component vectors in θ's
+    units. See :class:`~diffsim.doctor.Measurements` for each field."""
+
+    sigma: Array
+    eps: Array
+    loss: Array
+    grad: Array
+    grad_norm: Array
+    all_finite: Array
+    finite_loss: Array
+    finite_gradient: Array
+    finite_perturbed_losses: Array
+    finite_perturbed_gradients: Array
+    nonfinite_sample_gradients: Array
+    zeroth_mean: Array
+    zeroth_se: Array
+    zeroth_variance: Array
+    first_mean: Array
+    first_se: Array
+    first_variance: Array
+    smoothed_grad_norm: Array
+    z_smoothed_nonzero: Array
+    z_first_vs_zeroth: Array
+    bias_gap: Array
+    epsilon: Array
+    stiffness_ratio: Array
+    first_kurtosis: Array
+    max_loss_change: Array
+    max_sample_grad: Array
+    grad_along_directions: Array
+    fd_noise: Array
+    fd_excess: Array
+    fd_slopes: Array
+    fd_slope_small_steps: Array
+    fd_over_grad: Array
+    local_change: Array
+    typical_change: Array
+    scale: Array
+    num_samples: int = eqx.field(static=True)
+
+
+def _stats(g: Array) -> tuple[Array, Array, Array]:
+    n = g.shape[0]
+    mean = jnp.mean(g, axis=0)
+    var_c = jnp.sum((g - mean) ** 2, axis=0) / max(n - 1, 1)
+    return mean, jnp.sqrt(var_c / n), jnp.sum(var_c)
+
+
+def _ratio(num: Array, den: Array) -> Array:
+    """num/den, with x/0 = inf for x > 0 and 0/0 = 0 (a statistic that is exactly nothing)."""
+    safe = jnp.where(den > 0, den, 1.0)
+    return jnp.where(den > 0, num / safe, jnp.where(num > 0, jnp.inf, 0.0))
+
+
+def excess_kurtosis(a: Array) -> Array:
+    """Excess kurtosis of a sample (standardised first: no overflow); 0 for a constant
+    sample, NaN for a sample with a non-finite value."""
+    if a.size == 0:
+        return jnp.zeros((), a.dtype)
+    finite = jnp.all(jnp.isfinite(a))
+    a = jnp.where(finite, a, 0.0)
+    c = a - jnp.mean(a)
+    sd = jnp.sqrt(jnp.mean(c**2))
+    k = jnp.mean((c / jnp.where(sd > 0, sd, 1.0)) ** 4) - 3.0
+    return jnp.where(finite, jnp.where(sd > 0, k, 0.0), jnp.nan)
+
+
+def statistics(fx: dict, g0: Array, g1: Array, dL: Array, sigma: Any, scale: Array) -> Evidence:
+    """Reduce one batch (:func:`draw`'s buffers, cut to the samples drawn) to
+    :class:`Evidence`; traceable."""
+    g = fx["grad"]
+    dt = g.dtype
+    eps = jnp.asarray(jnp.finfo(dt).eps, dt)
+    sigma = jnp.asarray(sigma, dt)
+    L0 = fx["loss"]
+    n, d = g1.shape
+    pairs = g0.shape[0]
+    gy = scale * g
+    gnorm = jnp.linalg.norm(gy)
+
+    m0, se0, var0 = _stats(g0)
+    m1, se1, var1 = _stats(g1)
+    z_smooth = _ratio(jnp.abs(m0), se0)
+    z_gap = _ratio(jnp.abs(m1 - m0), jnp.sqrt(se0**2 + se1**2))
+    dev = jnp.linalg.norm(g0 - m0, axis=1)
+    R = jnp.max(dev) if pairs else jnp.zeros((), dt)
+    epsilon = bernstein_radius(var0, pairs, d, 0.05, R)
+
+    max_dL = jnp.max(jnp.abs(dL)) if dL.size else jnp.zeros((), dt)
+    norms = jnp.linalg.norm(g1, axis=1)
+    finite_norms = jnp.isfinite(norms)
+    max_norm = jnp.where(jnp.all(finite_norms), jnp.max(norms), jnp.inf)
+    rho = max_norm * sigma / jnp.maximum(max_dL, eps * (1 + jnp.abs(L0)) * 16)
+
+    fp, fm, deltas = fx["fd_plus"], fx["fd_minus"], fx["deltas"]
+    fd = (fp - fm) / (2 * deltas[:, None])  # (m, k)
+    ad = fx["grad_along_directions"]
+    noise = 16 * eps * (jnp.abs(L0) + 1) / deltas
+    err = jnp.abs(fd - ad[None, :])
+    excess = err - noise[:, None]
+    logf = jnp.log(jnp.maximum(err, jnp.finfo(dt).tiny))
+    slopes = jnp.diff(logf, axis=0) / jnp.diff(jnp.log(deltas))[:, None]  # (m-1, k)
+    tail = jnp.mean(slopes[-2:], axis=0)
+    ok = jnp.isfinite(tail)
+    fd_slope = jnp.where(jnp.any(ok), jnp.min(jnp.where(ok, tail, jnp.inf)), 0.0)
+
+    # flatness at δ ≈ σ/10 against the typical change at σ
+    jj = jnp.argmin(jnp.abs(deltas / sigma - 0.1))
+    local = jnp.max(jnp.abs(jnp.concatenate([fp[jj], fm[jj]]) - L0))
+    typical = jnp.median(jnp.abs(dL)) if dL.size else jnp.zeros((), dt)
+
+    to_theta = jnp.where(scale > 0, scale, 1.0)
+    finite_perturbed = (
+        jnp.all(jnp.isfinite(fp)) & jnp.all(jnp.isfinite(fm)) & jnp.all(jnp.isfinite(dL))
+    )
+    finite_loss = jnp.isfinite(L0)
+    finite_grad = jnp.all(jnp.isfinite(g))
+    finite_first = jnp.all(finite_norms)
+
+    def nanmax(v):
+        return jnp.nanmax(v) if d else jnp.zeros((), dt)
+
+    return Evidence(
+        sigma=sigma,
+        eps=eps,
+        loss=L0,
+        grad=g,
+        grad_norm=gnorm,
+        all_finite=finite_loss & finite_grad & finite_perturbed & jnp.all(jnp.isfinite(g1)),
+        finite_loss=finite_loss,
+        finite_gradient=finite_grad,
+        finite_perturbed_losses=finite_perturbed,
+        finite_perturbed_gradients=finite_first,
+        nonfinite_sample_gradients=jnp.sum(~finite_norms),
+        zeroth_mean=m0 / to_theta,
+        zeroth_se=se0 / to_theta,
+        zeroth_variance=var0,
+        first_mean=m1 / to_theta,
+        first_se=se1 / to_theta,
+        first_variance=var1,
+        smoothed_grad_norm=jnp.linalg.norm(m0),
+        z_smoothed_nonzero=nanmax(z_smooth),
+        z_first_vs_zeroth=nanmax(z_gap),
+        bias_gap=jnp.linalg.norm(m1 - m0),
+        epsilon=epsilon,
+        stiffness_ratio=rho,
+        first_kurtosis=excess_kurtosis(norms),
+        max_loss_change=max_dL,
+        max_sample_grad=max_norm,
+        grad_along_directions=ad,
+        fd_noise=noise,
+        fd_excess=excess,
+        fd_slopes=slopes,
+        fd_slope_small_steps=fd_slope,
+        fd_over_grad=jnp.max(excess[-1]),
+        local_change=local,
+        typical_change=typical,
+        scale=scale,
+        num_samples=n,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# the predicates (on Evidence, or the doctor's Measurements: the same names)
+# ---------------------------------------------------------------------------------------
+
+
+def _rounding(e: Any) -> Array:
+    return 16 * e.eps * (jnp.abs(e.loss) + 1)
+
+
+def _finite(*values: Any) -> Array:
+    """Every statistic a flag reports is finite (no flag rests on a NaN or an inf)."""
+    out = jnp.ones((), bool)
+    for v in values:
+        out = out & jnp.all(jnp.isfinite(jnp.asarray(v)))
+    return out
+
+
+def heavy_tails(e: Any, t: Thresholds) -> Array:
+    """Per-sample gradients far larger than the loss changes explain, with heavy tails."""
+    return (jnp.asarray(e.stiffness_ratio) > t.stiffness_ratio) & (
+        jnp.asarray(e.first_kurtosis) > t.stiffness_kurtosis
+    )
+
+
+def stiffness(e: Any, t: Thresholds) -> Array:
+    """Heavy tails, with finite evidence (the flag's statistics)."""
+    return heavy_tails(e, t) & _finite(e.stiffness_ratio, e.first_kurtosis, e.max_sample_grad)
+
+
+def stiffness_undecided(e: Any, t: Thresholds) -> Array:
+    """One tail statistic past its threshold, the other within a factor 2 of it."""
+    rho, kurt = jnp.asarray(e.stiffness_ratio), jnp.asarray(e.first_kurtosis)
+    near = ((rho > t.stiffness_ratio) & (kurt > t.stiffness_kurtosis / 2)) | (
+        (kurt > t.stiffness_kurtosis) & (rho > t.stiffness_ratio / 2)
+    )
+    return near & ~heavy_tails(e, t) & _finite(rho, kurt)
+
+
+def _plateau_parts(e: Any) -> tuple[Array, Array, Array]:
+    tiny_grad = jnp.asarray(e.grad_norm) <= 0.05 * jnp.asarray(e.smoothed_grad_norm)
+    # a smooth minimum changes by (δ/σ)² ≈ 1e-2 of the typical change; a plateau by rounding
+    flat = jnp.asarray(e.local_change) <= 1e-4 * jnp.asarray(e.typical_change) + _rounding(e)
+    changes = jnp.asarray(e.max_loss_change) > 1e-6 * (jnp.abs(e.loss) + 1)
+    return tiny_grad, flat, changes
+
+
+def plateau(e: Any, t: Thresholds) -> Array:
+    """The exact gradient is ~0 and the loss locally flat, yet it changes within σ."""
+    tiny_grad, flat, changes = _plateau_parts(e)
+    raised = tiny_grad & flat & ((jnp.asarray(e.z_smoothed_nonzero) > t.z_threshold) | changes)
+    return raised & _finite(e.grad_norm, e.smoothed_grad_norm, e.z_smoothed_nonzero,
+                            e.local_change, e.max_loss_change)  # fmt: skip
+
+
+def plateau_undecided(e: Any, t: Thresholds) -> Array:
+    """Flat here, and the smoothed gradient's significance between z_clear and z_threshold."""
+    tiny_grad, flat, changes = _plateau_parts(e)
+    z = jnp.asarray(e.z_smoothed_nonzero)
+    return tiny_grad & flat & ~changes & (t.z_clear <= z) & (z <= t.z_threshold) & _finite(z)
+
+
+def flat_within_sigma(e: Any) -> Array:
+    """Nothing moves within σ: the exact gradient predicts no change over σ, no perturbed
+    loss differs from L(θ) beyond the plateau rule's resolution, and everything is finite.
+    σ is then too small to say anything, and both tools widen it (×:data:`WIDEN`)."""
+    _, _, changes = _plateau_parts(e)
+    exact_flat = jnp.asarray(e.grad_norm) * jnp.asarray(e.sigma) <= _rounding(e)
+    return exact_flat & ~changes & jnp.asarray(e.all_finite)
+
+
+def relevant_gap(e: Any, t: Thresholds) -> Array:
+    r"""The significance of the part of the first-/zeroth-order gap that matters:
+    :math:`\max_i (|ḡ^1_i − ḡ^0_i| − η‖ḡ^0‖)/\mathrm{SE}_i` in the scaled coordinates
+    (η = ``gap_tolerance``)."""
+    m0 = jnp.asarray(e.zeroth_mean)
+    if m0.size == 0:
+        return jnp.zeros(())
+    s = jnp.asarray(e.scale) if jnp.size(e.scale) == m0.size else jnp.ones_like(m0)
+    gap = jnp.abs(jnp.asarray(e.first_mean) - m0) * s
+    se = jnp.sqrt(jnp.asarray(e.zeroth_se) ** 2 + jnp.asarray(e.first_se) ** 2) * s
+    excess = gap - t.gap_tolerance * jnp.asarray(e.smoothed_grad_norm)
+    return jnp.max(_ratio(excess, se))
+
+
+def fd_jump(e: Any) -> Array:
+    """Central differences grow like 1/δ down to the smallest steps, far above rounding."""
+    ad = jnp.abs(jnp.asarray(e.grad_along_directions))
+    slopes, excess = jnp.asarray(e.fd_slopes), jnp.asarray(e.fd_excess)
+    noise = jnp.asarray(e.fd_noise)
+    grows = jnp.all(slopes[-2:] < -0.8, axis=0)
+    big = excess[-1] > 10 * (ad + jnp.asarray(e.grad_norm) * 1e-3 + noise[-1])
+    return jnp.any(grows & big)
+
+
+def jump(e: Any, t: Thresholds) -> Array:
+    """A discontinuity within σ: the gap beyond tolerance (tails not explaining it), or
+    central differences growing like 1/δ."""
+    z = relevant_gap(e, t)
+    disagree = (z > t.z_threshold) & ~heavy_tails(e, t)
+    evidence = _finite(e.z_first_vs_zeroth, z, e.bias_gap, e.epsilon, e.fd_slope_small_steps)
+    return (disagree | fd_jump(e)) & evidence
+
+
+def jump_undecided(e: Any, t: Thresholds) -> Array:
+    z = relevant_gap(e, t)
+    band = (t.z_clear <= z) & (z <= t.z_threshold)
+    return ~heavy_tails(e, t) & band & _finite(z, e.bias_gap)
+
+
+def non_finite(e: Any) -> Array:
+    return ~jnp.asarray(e.all_finite)
+
+
+def choose(
+    e: Any, non_finite_: Any, plateau_: Any, jump_: Any, stiffness_: Any, chaos_: Any,
+    pending: Any,
+) -> Array:  # fmt: skip
+    """The :data:`CHOICES` code for the flags raised (booleans) and anything undecided:
+    non-finite first, then the zeroth-order answers (chaos, stiffness, plateau), then the
+    mix (a jump, or a statistic undecided), else the exact gradient."""
+    nowhere = ~(jnp.asarray(e.finite_loss) & jnp.asarray(e.finite_gradient)) | ~jnp.asarray(
+        e.finite_perturbed_losses
+    )
+    return jnp.select(
+        [non_finite_ & nowhere, non_finite_, chaos_, stiffness_, plateau_, jump_ | pending],
+        [NONE, ZEROTH_DOMAIN, ZEROTH_CHAOS, ZEROTH_STIFF, ZEROTH_PLATEAU, MIXED],
+        EXACT,
+    ).astype(jnp.int32)
+
+
+def assess(e: Any, t: Thresholds) -> Array:
+    """The choice for measurements without a rollout (what ``auto`` computes in its graph
+    and the doctor's :func:`~diffsim.diagnose` reports for the same samples)."""
+    nf = non_finite(e)
+    stiff = stiffness(e, t)
+    pl = plateau(e, t) & ~nf
+    ju = jump(e, t) & ~nf
+    pending = (plateau_undecided(e, t) & ~pl) | (jump_undecided(e, t) & ~ju)
+    pending = pending | (stiffness_undecided(e, t) & ~stiff)
+    return choose(e, nf, pl, ju, stiff & ~nf, jnp.zeros((), bool), pending & ~nf)

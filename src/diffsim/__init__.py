@@ -36,12 +36,14 @@ from ._optimize import OptimizeHistory as OptimizeHistory
 from ._optimize import OptimizeResult as OptimizeResult
 from ._optimize import Schedule as Schedule
 from ._optimize import cosine_anneal as cosine_anneal
+from ._optimize import default_optimizer as default_optimizer
 from ._optimize import optimize as optimize
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
 from ._sharding import device_mesh as device_mesh
 from ._sharding import initialize_distributed as initialize_distributed
 from ._sharding import shard_batch as shard_batch
+from ._sigma import DEFAULT_SIGMA as DEFAULT_SIGMA
 from ._sigma import Relative as Relative
 from ._sigma import sigma_vector as sigma_vector
 from .doctor import Diagnosis as Diagnosis
@@ -56,6 +58,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0+unknown"
 
 __all__ = [
+    "DEFAULT_SIGMA",
     "Diagnosis",
     "GradCheck",
     "Gradient",
@@ -73,6 +76,7 @@ __all__ = [
     "checkpoint_segments",
     "contact",
     "cosine_anneal",
+    "default_optimizer",
     "default_observe",
     "device_mesh",
     "diagnose",

@@ -58,7 +58,8 @@ def test_mass_spring_damper_noise_free():
     assert res.residual < 1e-8 < res.residual_start
     assert res.unidentifiable == ()
     assert res.evaluations == res.iterations + 2
-    assert res.rollout_equivalents == res.evaluations * 3
+    assert res.rollout_equivalents == res.evaluations * 3 + 21  # + the doctor's check
+    assert res.jacobian_trusted is True
     # the history starts at the start and its cost never rises (accepted iterates)
     assert res.history["theta"].shape == (res.iterations, 2)
     assert np.allclose(res.history["theta"][0], [2.5, 0.8])
@@ -102,6 +103,7 @@ def test_bouncing_ball_restitution_and_gravity_noise_free():
     assert res.converged, res.message
     assert rel_err(res, {"e": 0.8, "g": 9.81}) < 1e-6
     assert 0.0 < res.interval_low["e"] <= res.theta["e"] <= res.interval_high["e"] < 1.0
+    assert res.jacobian_trusted is True  # time-of-impact contact: FD agrees at θ̂
 
 
 def test_missing_samples_and_several_recordings_of_different_lengths():

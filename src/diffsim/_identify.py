@@ -575,9 +575,12 @@ class IdentifyResult:
         converged: whether Levenberg–Marquardt met its tolerances within ``max_steps``.
         message: why it stopped.
         iterations: solver steps; ``evaluations``: rollouts (of all recordings) with
-            their Jacobians; ``rollout_equivalents``: evaluations × (1 + p) (one per
-            forward-mode tangent).
+            their Jacobians (one per step, one at the start, one at θ̂);
+            ``rollout_equivalents``: evaluations × (1 + p) (one per forward-mode tangent),
+            plus the Jacobian check's 10·p rollouts and one gradient.
         jacobian_mode, seconds: how the Jacobian was computed, and the wall time.
+        jacobian_trusted: whether the doctor's finite-difference check agreed with the
+            exact Jacobian at θ̂ (``None``: not checked).
         history: ``{"cost": (k,), "theta": (k, p)}``: the accepted iterates.
 
     Example:
@@ -611,6 +614,7 @@ class IdentifyResult:
     evaluations: int
     rollout_equivalents: int
     jacobian_mode: str
+    jacobian_trusted: bool | None
     seconds: float
     history: dict[str, np.ndarray] = field(repr=False)
 
@@ -652,6 +656,7 @@ class IdentifyResult:
             "iterations": self.iterations,
             "evaluations": self.evaluations,
             "rollout_equivalents": self.rollout_equivalents,
+            "jacobian_trusted": self.jacobian_trusted,
             "method": f"Levenberg-Marquardt (optimistix), exact {self.jacobian_mode} Jacobian",
             "seconds": self.seconds,
         }
@@ -846,6 +851,7 @@ def identify(
     rtol: float | None = None,
     atol: float | None = None,
     rank_rtol: float | None = None,
+    check_jacobian: bool = True,
 ) -> IdentifyResult:
     r"""Fit ``parameters`` of θ so that ``step`` reproduces ``recordings`` (module docstring:
     the least-squares problem, the bounds, the intervals, identifiability).
@@ -867,6 +873,12 @@ def identify(
             and the residual change); default 1e-8 in float64, 1e-5 in float32.
         rank_rtol: relative singular value below which a direction is not identified;
             default 10·√ε (1.5e-7 in float64, 3.5e-3 in float32).
+        check_jacobian: at θ̂, compare the exact Jacobian with central finite differences
+            through the doctor (:func:`diffsim.check_grad` of a fixed random projection
+            :math:`c^\top r(θ)`: 10·p more rollouts); the result's ``jacobian_trusted``
+            and ``message`` say when they disagree (a contact switch inside the
+            difference step, a stiff contact the step misses), since the intervals come
+            from that Jacobian.
 
     Returns:
         :class:`IdentifyResult`.
@@ -1054,6 +1066,12 @@ def identify(
         seg = r[offset : offset + size]
         per_signal[key] = float(np.sqrt(seg @ seg / max(m, 1)))
         offset += size
+    trusted: bool | None = None
+    if check_jacobian:
+        from .doctor import check_grad  # the doctor's own test, not a second one
+
+        c = jax.random.normal(jax.random.key(0), (r.shape[0],), dtype)
+        trusted = bool(check_grad(_Projected(problem, c), jnp.asarray(x_hat, dtype)).ok)
     if not finite:
         message = "the simulation went non-finite; the last finite iterate is reported"
         ok = False
@@ -1061,6 +1079,11 @@ def identify(
         message = f"converged (rtol {rtol:g}, atol {atol:g})"
     else:
         message = f"did not converge in max_steps = {max_steps} steps; the last iterate is reported"
+    if trusted is False:
+        message += (
+            "; the exact Jacobian at the estimate disagrees with central finite differences "
+            "(diffsim.check_grad): the intervals rest on a Jacobian the doctor does not trust"
+        )
     names = tuple(labels)
     theta_full = problem.theta_of(jnp.asarray(x_hat, dtype))
     return IdentifyResult(
@@ -1083,11 +1106,22 @@ def identify(
         message=message,
         iterations=k,
         evaluations=k + 2,
-        rollout_equivalents=(k + 2) * (1 + p_count),
+        rollout_equivalents=(k + 2) * (1 + p_count) + (10 * p_count + 1 if check_jacobian else 0),
         jacobian_mode={"fwd": "forward-mode", "bwd": "reverse-mode"}[jac],
+        jacobian_trusted=trusted,
         seconds=time.perf_counter() - t_start,
         history={"cost": hist_cost, "theta": hist_theta},
     )
+
+
+class _Projected(eqx.Module):
+    """``x -> c·r(x)``: a scalar whose gradient is ``Jᵀc``, for the doctor's check."""
+
+    problem: _Problem
+    c: Any
+
+    def __call__(self, x):
+        return jnp.dot(self.c, self.problem.residuals(x))
 
 
 class _Subset(eqx.Module):

@@ -183,6 +183,8 @@ def identify(
         verdict = "not identifiable: " + ", ".join(res.unidentifiable)
     else:
         verdict = "identified" if res.converged else "not converged"
+        if res.jacobian_trusted is False:
+            verdict += " (the Jacobian at the estimate disagrees with finite differences)"
     if json_out:
         out = res.as_dict()
         out["verdict"] = verdict

@@ -266,3 +266,23 @@ def test_parse_parameters_forms():
 def test_public_names_exported():
     for name in ("identify", "Recording", "Parameter", "IdentifyResult", "load_recording"):
         assert name in diffsim.__all__
+
+
+def test_a_wrong_jacobian_is_reported_not_trusted():
+    """A user step whose derivative lacks half a term (value k·x, derivative ½ x through
+    ``stop_gradient``): the doctor's check at θ̂ disagrees with central differences, and the
+    result says its intervals rest on a Jacobian it does not trust."""
+    h = 0.01
+
+    def step(s, th):
+        k = 0.5 * th["k"] + 0.5 * jax.lax.stop_gradient(th["k"])  # value k, slope ½
+        x, v = s
+        v = v - h * (k * x + 0.3 * v)
+        return (x + h * v, v)
+
+    s0 = (jnp.array(1.0), jnp.array(0.0))
+    rec = simulate_recording(step, s0, {"k": jnp.array(4.0)}, 300)
+    res = identify(step, rec, {"k": jnp.array(3.0)}, "k", bounds={"k": (0, 20)})
+    assert res.jacobian_trusted is False
+    assert "does not trust" in res.message
+    assert math.isfinite(res.theta["k"])

@@ -1,4 +1,5 @@
-"""The ``auto`` estimator (issue 11): exact where trusted, else mixed, with its reasons.
+"""The ``auto`` estimator (issues 11, 22): the doctor's decision in the graph — exact where
+trusted, else what the doctor recommends, with its reasons.
 
 Every expectation is checked against an independent value: the exact gradient of a smooth
 loss, the closed-form smoothed gradient of a Heaviside step, and the wall's Gaussian-
@@ -28,9 +29,10 @@ def _many(est, loss, theta):
 
 
 def test_smooth_loss_gets_the_exact_gradient():
-    """A smooth quadratic in 3-D: the exact gradient in most calls (z threshold 2 per
-    component: a false alarm now and then, which costs variance, not bias); every answer
-    within 5 standard errors of the truth."""
+    """A smooth quadratic in 3-D: the exact gradient in most calls (the doctor's thresholds:
+    a gap must exceed 10 % of the smoothed gradient and 4 standard errors; an undecided one
+    now and then gives the mix, which costs variance, not bias); every answer within 5
+    standard errors of the truth."""
     loss = lambda t: jnp.sum((t - jnp.array([1.0, -2.0, 0.5])) ** 2 * jnp.array([1.0, 3.0, 0.2]))  # noqa: E731
     theta = jnp.array([0.3, 0.1, -1.0])
     truth = jax.grad(loss)(theta)
@@ -39,8 +41,9 @@ def test_smooth_loss_gets_the_exact_gradient():
     assert len(exact) >= 12, [describe_choice(r) for r in rs]
     for r in exact:
         np.testing.assert_allclose(r.estimate, truth, rtol=1e-6)
-        # trusted: ZoBG's price (N + 1 losses) and one gradient, no first-order family
-        assert int(r.num_grad_evals) == 1 and int(r.num_loss_evals) == 33
+        # the doctor's batch: 1 + 2·k·m ladder + N losses (k = 3 axes, m = 7 steps) and
+        # 1 + N gradients
+        assert int(r.num_grad_evals) == 33 and int(r.num_loss_evals) == 1 + 2 * 3 * 7 + 32
     for r in rs:
         err = np.abs(np.asarray(r.estimate) - np.asarray(truth))
         assert np.all(err <= 5 * np.asarray(r.std_error) + 1e-5)
@@ -63,7 +66,7 @@ def test_plateau_widens_sigma_and_is_unbiased_there():
         assert int(r.widenings) == 2  # 0.025 → 0.1 (still 5σ short) → 0.4
         assert CHOICES[int(r.choice)] == "zeroth", describe_choice(r)
         assert float(r.sigma_used) == pytest.approx(0.4, rel=1e-6)
-        assert int(r.num_loss_evals) == 64 * 3 + 1
+        assert int(r.num_loss_evals) == 3 * (1 + 2 * 7 + 64)  # three rounds of the batch
         errors.append(float(r.estimate) - _heaviside_smoothed_grad(0.5, 0.4))
         variances.append(float(r.std_error) ** 2)
     # unbiased: the mean error over the seeds within 4 standard errors of that mean
@@ -117,7 +120,9 @@ def test_stiff_contact_is_answered_by_zeroth_order():
         return spec.loss(diffsim.rollout(sys.step, s0, sys.theta, T, trajectory=False))
 
     y0 = jnp.asarray(sys.s0[0], jnp.float64)
-    rs = _many(Auto(sigma=0.05), loss, y0)
+    # N = 256, the doctor's page batch: at N = 32 a batch may hold none of the rare huge
+    # samples, and the doctor with those 32 samples says "trusted" too (one verdict)
+    rs = _many(Auto(sigma=0.05, num_samples=256), loss, y0)
     for r in rs:
         assert CHOICES[int(r.choice)] in ("mixed", "zeroth"), describe_choice(r)
         assert float(r.alpha) <= 0.05
@@ -138,7 +143,7 @@ def test_heavy_first_order_tails_are_answered_by_zeroth_order():
     loss = lambda t: 0.01 * jnp.tanh(3000 * (t - 0.1)) + 0.001 * t  # noqa: E731
     truth = 0.02 * math.exp(-0.5) / math.sqrt(2 * math.pi) / 0.1 + 0.001
     rs = _many(Auto(sigma=0.1, num_samples=256), loss, jnp.asarray(0.0))
-    assert sum(int(r.choice) == 3 for r in rs) >= 6, [describe_choice(r)[:20] for r in rs]
+    assert sum(int(r.choice) == 3 for r in rs) >= 4, [describe_choice(r)[:20] for r in rs]
     for r in rs:
         assert int(r.choice) in (1, 3) and float(r.alpha) <= 0.3, describe_choice(r)
     err = np.mean([float(r.estimate) for r in rs]) - truth
@@ -190,18 +195,16 @@ def test_auto_inside_jit_and_vmap_over_starts():
     assert np.all(err[~exact] <= 5 * np.asarray(r.std_error)[~exact] + 1e-6)
 
 
-def test_many_parameters_keep_one_parameters_false_alarm_rate():
-    """Bonferroni: with d components each is tested at z_d with d·Φ̄(z_d) = Φ̄(2), so a
-    smooth loss of 50 controls (the pushing task's size) is still trusted in most calls;
-    at the one-parameter threshold it would be trusted in 0.954⁵⁰ ≈ 10 % of them."""
-    from jax.scipy.special import ndtr
-
-    from diffsim.estimators.auto import per_component_threshold
-
-    for d in (1, 2, 50):
-        z = per_component_threshold(jnp.asarray(2.0, jnp.float64), d)
-        assert d * float(ndtr(-z)) == pytest.approx(float(ndtr(-2.0)), rel=1e-9)
+def test_many_parameters_are_still_trusted():
+    """A smooth loss of 50 controls (the pushing task's size): the gap tolerance (10 % of
+    the smoothed gradient) and z = 4 keep the exact gradient in most calls, and the others
+    are within 5 standard errors of it."""
     w = jnp.linspace(0.5, 2.0, 50)
     loss = lambda t: jnp.sum(w * (t - 1.0) ** 2)  # noqa: E731
-    rs = _many(Auto(), loss, jnp.zeros(50))
+    theta = jnp.zeros(50)
+    truth = np.asarray(jax.grad(loss)(theta))
+    rs = _many(Auto(), loss, theta)
     assert sum(int(r.choice) == 0 for r in rs) >= 12, [describe_choice(r)[:40] for r in rs]
+    for r in rs:
+        err = np.abs(np.asarray(r.estimate) - truth)
+        assert np.all(err <= 5 * np.asarray(r.std_error) + 1e-4)

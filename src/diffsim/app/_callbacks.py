@@ -23,10 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 import dash
+import numpy as np
 from dash import Input, Output, Patch, State, ctx, html, no_update
 
 from ..doctor import cost_text
 from ..estimators import ESTIMATORS
+from ..estimators._evidence import CHOICES
 from ._figures import (
     COLORS,
     LOSS_TRACE,
@@ -202,7 +204,9 @@ class Callbacks:
         verdict = html.Span(
             [
                 html.B(d.verdict, style={"color": colour}),
-                f" at v₀ = {v0:.2f} m/s, σ = {sigma:.2f} m/s",
+                f" at v₀ = {v0:.2f} m/s, σ = {sigma:.2f} m/s — use ",
+                html.B(d.choice, id="doctor-choice"),
+                " (the auto row's choice: the same samples)",
             ]
         )
         items = [
@@ -313,7 +317,12 @@ class Callbacks:
         rows = [head]
         for i, name in enumerate(grads.names):
             label = ESTIMATOR_LABELS[name]
-            if name in ESTIMATORS and "alpha" in ESTIMATORS[name].reports:
+            if name in ESTIMATORS and "choice" in ESTIMATORS[name].reports:
+                code = int(grads.choice[i])
+                label += f" → {CHOICES[code]}" if 0 <= code < len(CHOICES) else ""
+                if np.isfinite(grads.alpha[i]) and CHOICES[code] == "mixed":
+                    label += f" (α = {grads.alpha[i]:.2f})"
+            elif name in ESTIMATORS and "alpha" in ESTIMATORS[name].reports:
                 label += f" (α = {grads.alpha[i]:.2f})"
             rows.append(
                 html.Tr(

@@ -80,7 +80,9 @@ _KEY_GRADIENTS = 0
 _KEY_OPTIMIZE = 0  # `diffsim optimize`'s default --seed
 _KEY_DOCTOR = 2
 DOCTOR_SAMPLES = 256
-"""Samples per family for the gradient doctor on the page (as in the CLI)."""
+"""Samples per family for the gradient doctor on the page (as in the CLI), and for the
+auto row, which draws the doctor's batch: one verdict, one choice."""
+AUTO = "auto"
 
 
 class Point(NamedTuple):
@@ -106,6 +108,8 @@ class Gradients(NamedTuple):
     alpha: np.ndarray
     """Each estimate's weight α on first-order samples (AoBG's choice; 1 for FoBG, 0 for
     ZoBG, NaN where it does not apply)."""
+    choice: np.ndarray
+    """Each estimate's choice code (auto's: what the doctor recommends; −1 for the others)."""
     smoothed_slope: float
     """dF/dv₀ of the Gaussian-smoothed loss F (quadrature): what ZoBG, FoBG, AoBG estimate."""
     smoothed_value: float
@@ -212,13 +216,16 @@ def estimator_for(name: str, sigma: Any, num_samples: int) -> Estimator:
 def _gradients(v0: Array, sigma: Array, tau: Array, key: Array, table: wall_study.LossTable):
     randomized = [n for n in PAGE_ESTIMATORS if ESTIMATORS[n].randomized]
     keys: dict[str, Array] = dict(zip(randomized, jax.random.split(key, len(randomized))))
+    # auto draws the doctor's batch (its key, its N): its choice is the doctor's panel's
+    keys[AUTO] = jax.random.PRNGKey(_KEY_DOCTOR)
     results = {}
     for name in ESTIMATOR_LABELS:
         loss = (lambda v: _smoothed_loss(v, tau)) if name == SMOOTHED else pw.loss
-        est = estimator_for(name, sigma, NUM_SAMPLES)
+        n = DOCTOR_SAMPLES if name == AUTO else NUM_SAMPLES
+        est = estimator_for(name, sigma, n)
         results[name] = est(loss, v0, keys.get(name, key))
     F_v, dF = jax.value_and_grad(wall_study.gaussian_smoothed_loss)(v0, sigma, table)
-    fields = ("estimate", "std_error", "num_evals", "alpha")
+    fields = ("estimate", "std_error", "num_evals", "alpha", "choice")
     stacked = {f: jnp.stack([getattr(r, f) for r in results.values()]) for f in fields}
     return stacked, dF, F_v, _smoothed_loss(v0, tau)
 
@@ -294,6 +301,7 @@ class DemoModel:
             np.asarray(stacked["std_error"]),
             np.asarray(stacked["num_evals"]),
             np.asarray(stacked["alpha"]),
+            np.asarray(stacked["choice"]),
             float(dF),
             float(F_v),
             float(L_tau),
@@ -309,6 +317,7 @@ class DemoModel:
             jax.random.PRNGKey(_KEY_DOCTOR),
             sigma=float(sigma),
             num_samples=DOCTOR_SAMPLES,
+            max_samples=DOCTOR_SAMPLES,  # auto's batch exactly: the same verdict and choice
         )
 
     def optimize(self, v0: float, estimator: str, sigma: float, tau: float) -> OptimizeRun:

@@ -10,7 +10,6 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from .._sigma import is_scalar_sigma
 from ..estimators import BASE_QUANTITIES, ESTIMATORS, Estimator, make_estimator
 from ..systems import SYSTEMS as SYSTEM_REGISTRY
 from ..systems import Study, wall_study
@@ -86,11 +85,7 @@ def _check_common(
     lo, hi = _v0_range(system)
     if not lo < v0 <= hi:
         raise CLIError(f"v0 must be a finite speed in ({lo:g}, {hi:g}] m/s, got {v0}")
-    if sigma is None:
-        # the estimator's own σ when it adapts it to θ (auto: 5 % of v0); else the study's
-        own = ESTIMATORS[estimator].defaults().get("sigma")
-        sigma = wall_study.SIGMA if own is None or is_scalar_sigma(own) else None
-    else:
+    if sigma is not None:  # None: the estimator's own, diffsim's one rule (5 % of v0)
         sigma = used("sigma", sigma)
         if not 0 < sigma <= SIGMA_MAX:
             raise CLIError(f"sigma must be finite and in (0, {SIGMA_MAX:g}] m/s, got {sigma}")
@@ -140,8 +135,9 @@ def estimate(
     sigma: float | None = typer.Option(
         None,
         "--sigma",
-        help=f"Smoothing σ in m/s (> 0), for the estimators that smooth (default "
-        f"{wall_study.SIGMA:g}; auto: 5 % of v0, widened on a plateau).",
+        help="Smoothing σ in m/s (> 0), for the estimators that smooth (default "
+        "5 % of v0, the rule every estimator and the doctor share; auto widens it on a "
+        "plateau).",
     ),
     samples: int = typer.Option(64, "--samples", "-n", help="Samples N (>= 2)."),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
@@ -194,8 +190,8 @@ def optimize_cmd(
     sigma: float | None = typer.Option(
         None,
         "--sigma",
-        help=f"Initial σ in m/s (> 0), annealed to 0.02 (default {wall_study.SIGMA:g}; "
-        "auto: 5 % of the starting v0).",
+        help="Initial σ in m/s (> 0), annealed to 0.02 (default 5 % of the starting v0, "
+        "the rule every estimator shares).",
     ),
     samples: int = typer.Option(wall_study.SAMPLES, "--samples", "-n", help="Samples N (>= 2)."),
     steps: int = typer.Option(wall_study.STEPS, "--steps", help="Iterations (>= 1)."),

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from .._sharding import check_devices, device_mesh
-from .._sigma import check_sigma, sigma_vector
+from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
 from .base import (
     ANTITHETIC,
@@ -106,6 +106,7 @@ def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, me
         alpha=alpha,
         epsilon=eps,
         bias_gap=gap,
+        sigma_used=jnp.max(sigma, initial=0.0),
         reports=AlphaOrder.reports,
     )
 
@@ -126,7 +127,8 @@ class AlphaOrder(SmoothingEstimator):
 
     Args:
         sigma: σ, the smoothing standard deviation in θ's units (finite, > 0; default
-            0.1): a number, a pytree like θ (one scale per component) or
+            :data:`diffsim.DEFAULT_SIGMA`, ``Relative(0.05)``: 5 % of each |θ_i|): a
+            number, a pytree like θ (one scale per component) or
             :class:`~diffsim.Relative` (a fraction of each |θ_i|).
         num_samples: N per family (>= 2): N gradient and N + 1 loss evaluations.
         gamma: γ, the tolerated error of the estimate in gradient units (> 0; default
@@ -170,9 +172,13 @@ class AlphaOrder(SmoothingEstimator):
         Option("R", "bound on ‖g_i − ḡ⁰‖ for the ZoBG samples", float, "grad", 0.0, None, True),
         ANTITHETIC,
     )
-    reports = ("alpha", "epsilon", "bias_gap", "zeroth_variance", "first_variance")
+    reports = (
+        "sigma_used", "alpha", "epsilon", "bias_gap", "zeroth_variance", "first_variance",
+    )  # fmt: skip
 
-    sigma: Any = eqx.field(converter=lambda v: check_sigma("sigma", v), default=0.1)
+    sigma: Any = eqx.field(
+        converter=lambda v: check_sigma("sigma", v), default_factory=lambda: DEFAULT_SIGMA
+    )
     num_samples: int = eqx.field(static=True, converter=as_count, default=32)
     gamma: Array = eqx.field(converter=lambda v: positive_field("gamma", v), default=1.0)
     delta: float = eqx.field(static=True, default=0.05)

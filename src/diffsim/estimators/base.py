@@ -124,8 +124,8 @@ class GradientEstimate(eqx.Module):
         epsilon: ε, the Bernstein confidence radius of the ZoBG mean (AoBG only).
         bias_gap: B = ‖ḡ¹ − ḡ⁰‖, the gap between the first- and zeroth-order means
             (AoBG and auto).
-        sigma_used: the σ the samples were drawn at (its largest component; auto only,
-            which may widen it; NaN otherwise).
+        sigma_used: the σ the samples were drawn at (its largest component; auto may
+            have widened it; NaN for the estimators without σ).
         choice: what the auto estimator returned (a code of
             :data:`diffsim.estimators.auto.CHOICES`; −1 for the other estimators).
         z_gap: the first-/zeroth-order gap in combined standard errors (auto only).
@@ -230,7 +230,7 @@ class GradientEstimate(eqx.Module):
             >>> names[:5]
             ['estimate', 'std_error', 'evaluations', 'loss_evaluations', 'grad_evaluations']
             >>> names[5:]
-            ['alpha', 'epsilon', 'bias_gap', 'zeroth_variance', 'first_variance']
+            ['sigma_used', 'alpha', 'epsilon', 'bias_gap', 'zeroth_variance', 'first_variance']
         """
         out = {}
         for name in (*BASE_QUANTITIES, *self.reports):
@@ -330,8 +330,9 @@ class Option:
         >>> from diffsim.estimators import FirstOrder, Option
         >>> [(o.name, o.kind.__name__, o.minimum, o.exclusive) for o in FirstOrder.options]
         [('sigma', 'float', 0.0, True), ('num_samples', 'int', 2, False)]
-        >>> FirstOrder.defaults()  # each option's default
-        {'sigma': 0.1, 'num_samples': 32}
+        >>> d = FirstOrder.defaults()  # each option's default: σ is diffsim's one rule
+        >>> type(d["sigma"]).__name__, float(d["sigma"].scale), d["num_samples"]
+        ('Relative', 0.05, 32)
         >>> Option("gamma", "γ, the tolerated error", float, "grad", 0.0, None, True).unit
         'grad'
     """

@@ -11,7 +11,7 @@ from jax.sharding import Mesh
 from jaxtyping import Array
 
 from .._sharding import check_devices, device_mesh, sample_map
-from .._sigma import check_sigma, sigma_vector
+from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from ._common import as_count, call_args, samples_field, warn_resolution
 from .base import (
     NUM_SAMPLES,
@@ -44,7 +44,8 @@ def first_order_samples(
 @eqx.filter_jit
 def _first(loss, theta, key, sigma, num_samples, mesh) -> GradientEstimate:
     f, x, unravel = flatten_loss(loss, theta)
-    g = first_order_samples(f, x, sigma_vector(sigma, theta), key, num_samples, mesh)
+    sig = sigma_vector(sigma, theta)
+    g = first_order_samples(f, x, sig, key, num_samples, mesh)
     mean, se, var = mean_and_stats(g)
     return make_result(
         unravel,
@@ -55,6 +56,8 @@ def _first(loss, theta, key, sigma, num_samples, mesh) -> GradientEstimate:
         variance=var,
         first_variance=var,
         alpha=1.0,
+        sigma_used=jnp.max(sig, initial=0.0),
+        reports=FirstOrder.reports,
     )
 
 
@@ -68,7 +71,8 @@ class FirstOrder(SmoothingEstimator):
 
     Args:
         sigma: σ, the smoothing standard deviation in θ's units (finite, > 0; default
-            0.1): a number, a pytree like θ (one scale per component) or
+            :data:`diffsim.DEFAULT_SIGMA`, ``Relative(0.05)``: 5 % of each |θ_i|): a
+            number, a pytree like θ (one scale per component) or
             :class:`~diffsim.Relative` (a fraction of each |θ_i|).
         num_samples: N, gradient evaluations (>= 2).
         devices: where the samples run (static): ``None`` (every device when there are
@@ -99,8 +103,11 @@ class FirstOrder(SmoothingEstimator):
     sharded = True
     summary = "average of exact gradients at perturbed θ: low variance, blind to jumps"
     options = (SIGMA, NUM_SAMPLES)
+    reports = ("sigma_used",)
 
-    sigma: Any = eqx.field(converter=lambda v: check_sigma("sigma", v), default=0.1)
+    sigma: Any = eqx.field(
+        converter=lambda v: check_sigma("sigma", v), default_factory=lambda: DEFAULT_SIGMA
+    )
     num_samples: int = eqx.field(static=True, converter=as_count, default=32)
     devices: Any = eqx.field(static=True, converter=check_devices, default=None)
 

@@ -11,7 +11,7 @@ from jax.sharding import Mesh
 from jaxtyping import Array
 
 from .._sharding import check_devices, device_mesh, sample_map
-from .._sigma import check_sigma, sigma_vector
+from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from ._common import as_count, call_args, samples_field, warn_resolution
 from .base import (
     ANTITHETIC,
@@ -56,9 +56,8 @@ def zeroth_order_samples(
 @eqx.filter_jit
 def _zeroth(loss, theta, key, sigma, num_samples, antithetic, mesh) -> GradientEstimate:
     f, x, unravel = flatten_loss(loss, theta)
-    g, evals = zeroth_order_samples(
-        f, x, sigma_vector(sigma, theta), key, num_samples, antithetic, mesh
-    )
+    sig = sigma_vector(sigma, theta)
+    g, evals = zeroth_order_samples(f, x, sig, key, num_samples, antithetic, mesh)
     mean, se, var = mean_and_stats(g)
     return make_result(
         unravel,
@@ -69,6 +68,8 @@ def _zeroth(loss, theta, key, sigma, num_samples, antithetic, mesh) -> GradientE
         variance=var,
         zeroth_variance=var,
         alpha=0.0,
+        sigma_used=jnp.max(sig, initial=0.0),
+        reports=ZerothOrder.reports,
     )
 
 
@@ -86,7 +87,8 @@ class ZerothOrder(SmoothingEstimator):
 
     Args:
         sigma: σ, the smoothing standard deviation in θ's units (finite, > 0; default
-            0.1): a number, a pytree like θ (one scale per component) or
+            :data:`diffsim.DEFAULT_SIGMA`, ``Relative(0.05)``: 5 % of each |θ_i|): a
+            number, a pytree like θ (one scale per component) or
             :class:`~diffsim.Relative` (a fraction of each |θ_i|).
         num_samples: N, the number of perturbed loss evaluations (>= 2; even and >= 4
             with ``antithetic``).
@@ -120,8 +122,11 @@ class ZerothOrder(SmoothingEstimator):
     sharded = True
     summary = "score-function estimate from loss values only: unbiased across jumps"
     options = (SIGMA, NUM_SAMPLES, ANTITHETIC)
+    reports = ("sigma_used",)
 
-    sigma: Any = eqx.field(converter=lambda v: check_sigma("sigma", v), default=0.1)
+    sigma: Any = eqx.field(
+        converter=lambda v: check_sigma("sigma", v), default_factory=lambda: DEFAULT_SIGMA
+    )
     num_samples: int = eqx.field(static=True, converter=as_count, default=32)
     antithetic: bool = eqx.field(static=True, default=False)
     devices: Any = eqx.field(static=True, converter=check_devices, default=None)

@@ -13,6 +13,7 @@ import optax
 from jaxtyping import Array, PyTree
 
 from ._checks import (
+    INT32_MAX,
     as_arrays,
     as_used,
     check_int,
@@ -23,10 +24,14 @@ from ._checks import (
 )
 from ._sigma import Relative, sigma_vector
 from .estimators import Estimator, GradientEstimate
+from .estimators._common import check_not_empty, check_sample_memory
 
 Schedule = Callable[[Array], Array]
 """A schedule ``step -> value`` (any callable of the step index; Optax schedules work)."""
 
+HISTORY_COPIES = 24
+"""Arrays of θ's size :func:`optimize` keeps per step (θ, estimate, SE and the estimate's
+scalar fields), for its up-front memory check."""
 SIGMA_ANNEAL = 0.05
 """By default σ ends at this fraction of its start (:func:`optimize`'s ``sigma_anneal``)."""
 ANNEAL_FRACTION = 0.6
@@ -230,7 +235,7 @@ def optimize(
         >>> round(float(r.theta), 4), int(r.evaluations)
         (3.0, 200)
     """
-    steps = check_int("steps", steps, minimum=1)
+    steps = check_int("steps", steps, minimum=1, maximum=INT32_MAX)
     if not callable(loss):
         raise TypeError(f"loss must be callable, got {loss!r}")
     if estimator is None:
@@ -242,6 +247,9 @@ def optimize(
     # θ as the loop carries it: checked in its dtype, integer leaves promoted to floats
     # (an int32 θ would swallow every update: optimize(loss, 0, ...) never moved)
     theta0 = as_arrays("theta0", theta0, floating=True)
+    check_not_empty(theta0)
+    # the history keeps θ, the loss and every estimate's fields per step
+    check_sample_memory("steps", steps, theta0, copies=HISTORY_COPIES)
     check_key("key", key)
     if optimizer is not None:
         optimizer = _check_optimizer(optimizer)

@@ -33,7 +33,20 @@ def _positive_scalar(name: str, value: Any) -> Array:
         raise TypeError(f"{name} must be a finite number > 0, got {value!r}")
     dtype = jnp.result_type(float)
     check_positive(name, value, dtype if is_concrete(value) else None)
+    if is_concrete(value):
+        _check_normal(name, value, dtype)
     return jnp.asarray(value, dtype) if is_concrete(value) else value
+
+
+def _check_normal(name: str, value: Any, dtype: Any) -> None:
+    """A σ below the smallest normal number of the dtype divides to inf: refused."""
+    tiny = float(np.finfo(np.dtype(dtype)).tiny)
+    arr = np.abs(np.asarray(value, np.float64))
+    if arr.size and float(arr.min()) < tiny:
+        raise ValueError(
+            f"{name} must be >= {tiny:.3g} (the smallest normal {np.dtype(dtype).name}: "
+            f"below it the estimate divides by a subnormal and is NaN), got {value!r}"
+        )
 
 
 def _floor(value: Any) -> Any:
@@ -111,7 +124,10 @@ def check_sigma(name: str, value: Any) -> Any:
                          f"got an empty {type(value).__name__}")  # fmt: skip
     tree = as_arrays(name, value, floating=True)
     for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-        check_positive(f"{name}{jax.tree_util.keystr(path)}", leaf)
+        label = f"{name}{jax.tree_util.keystr(path)}"
+        check_positive(label, leaf)
+        if is_concrete(leaf):
+            _check_normal(label, leaf, np.asarray(leaf).dtype)
     return tree
 
 
@@ -143,6 +159,8 @@ def sigma_vector(sigma: Any, theta: Any) -> Array:
     x, _ = ravel_pytree(theta)
     if isinstance(sigma, Relative):
         return sigma.resolve(x)
+    if all(is_concrete(v) for v in jax.tree_util.tree_leaves(sigma)):
+        check_sigma("sigma", sigma)  # NaN, inf, 0, negative or subnormal: refused, named
     if is_scalar_sigma(sigma):
         return jnp.full(x.shape, sigma, x.dtype)
     t1, t2 = jax.tree_util.tree_structure(sigma), jax.tree_util.tree_structure(theta)

@@ -56,6 +56,7 @@ from .._sigma import describe
 from .._types import Inputs
 from ..estimators import AlphaOrder, Estimator, Exact, ZerothOrder
 from ..estimators import _evidence as ev
+from ..estimators._common import check_not_empty, check_sample_memory
 from ..estimators._evidence import CHOICES
 from ..estimators.base import flatten_loss
 from ._measure import (
@@ -520,6 +521,9 @@ def _measure_checked(
     if not z_clear < z_threshold:
         raise ValueError(f"z_clear must be < z_threshold ({z_threshold}), got {z_clear}")
     chunk, budget = sample_budget(num_samples, max(max_samples, num_samples))
+    check_not_empty(theta)
+    check_sample_memory("max_samples" if max_samples > num_samples else "num_samples", budget,
+                        theta, 4)  # fmt: skip
     sampler = Sampler(
         loss, theta, key, sigma=sigma, chunk=chunk, capacity=budget, rel_steps=steps,
         num_directions=num_directions, devices=devices,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import jax
@@ -36,7 +37,51 @@ def positive_field(name: str, value: Any) -> Any:
         )
     dtype = jnp.result_type(float)
     check_positive(name, value, dtype if is_concrete(value) else None)
+    if is_concrete(value):
+        check_normal(name, value, dtype)
     return jnp.asarray(value, dtype=dtype) if is_concrete(value) else value
+
+
+def check_normal(name: str, value: Any, dtype: Any) -> None:
+    """Refuse a scale below the smallest normal number of ``dtype`` (a subnormal σ or step
+    turns ``x/σ`` into inf and the estimate into NaN), naming ``name`` and the limit."""
+    tiny = float(np.finfo(np.dtype(dtype)).tiny)
+    arr = np.abs(np.asarray(value, np.float64))
+    if arr.size and float(arr.min()) < tiny:
+        raise ValueError(
+            f"{name} must be >= {tiny:.3g} (the smallest normal {np.dtype(dtype).name}: below "
+            f"it, dividing by {name} overflows and the estimate would be NaN), got {value!r}"
+        )
+
+
+MEMORY_FRACTION = 0.5
+"""At most this share of the machine's memory for one call's sample buffers."""
+
+
+def _memory_bytes() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return 16e9
+
+
+def check_sample_memory(name: str, num_samples: int, theta: Any, copies: int) -> None:
+    """Refuse a sample count whose buffers (``copies`` arrays of N × dim θ in θ's dtype,
+    and N·copies within int32) would not fit: a ValueError naming ``name``, the bytes it
+    would need and the largest N that fits, before anything is compiled."""
+    x = ravel_pytree(theta)[0]
+    d = max(int(x.size), 1)
+    itemsize = np.dtype(x.dtype).itemsize
+    budget = MEMORY_FRACTION * _memory_bytes()
+    need = float(num_samples) * d * itemsize * copies
+    most = int(min(budget / (d * itemsize * copies), INT32_MAX // max(copies, 1)))
+    if need > budget or num_samples * copies > INT32_MAX:
+        raise ValueError(
+            f"{name} must be at most {most} for theta of {d} entries here (N = "
+            f"{num_samples} needs about {need / 1e9:.3g} GB of sample buffers, over half of "
+            f"this machine's {_memory_bytes() / 1e9:.3g} GB, or more than 2^31 - 1 "
+            "evaluations); use fewer samples"
+        )
 
 
 def samples_field(name: str, value: Any, minimum: int = 2) -> int:
@@ -44,12 +89,26 @@ def samples_field(name: str, value: Any, minimum: int = 2) -> int:
     return check_int(name, value, minimum=minimum, maximum=INT32_MAX)
 
 
-def call_args(theta: Any, key: Any, *, randomized: bool) -> Any:
+def call_args(
+    theta: Any, key: Any, *, randomized: bool, num_samples: int | None = None, copies: int = 2
+) -> Any:
     """θ as the estimator computes with it (checked in its dtype, integers promoted to
-    floats) after checking the key of a randomized estimator."""
+    floats, not empty) after checking the key of a randomized estimator, and its sample
+    buffers against the memory (:func:`check_sample_memory`)."""
     if randomized:
         check_key("key", key)
-    return as_arrays("theta", theta, floating=True)
+    theta = as_arrays("theta", theta, floating=True)
+    check_not_empty(theta)
+    if num_samples is not None:
+        check_sample_memory("num_samples", num_samples, theta, copies)
+    return theta
+
+
+def check_not_empty(theta: Any) -> None:
+    """One clear error for a θ without entries (``jnp.zeros((0,))``, ``{}``)."""
+    leaves = jax.tree_util.tree_leaves(theta)
+    if sum(int(np.size(v)) for v in leaves) == 0:
+        raise ValueError("theta has no entries: there is nothing to differentiate")
 
 
 def warn_resolution(name: str, scale: Any, theta: Any) -> None:

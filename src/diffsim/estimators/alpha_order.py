@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
+from .._checks import check_bool
 from .._sharding import check_devices, device_mesh
 from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
@@ -187,6 +188,7 @@ class AlphaOrder(SmoothingEstimator):
     devices: Any = eqx.field(static=True, converter=check_devices, default=None)
 
     def __check_init__(self) -> None:
+        check_bool("antithetic", self.antithetic)
         samples_field("num_samples", self.num_samples, minimum=4 if self.antithetic else 2)
         if self.antithetic and self.num_samples % 2:
             raise ValueError(
@@ -201,7 +203,7 @@ class AlphaOrder(SmoothingEstimator):
             raise ValueError(f"delta must be a failure probability in (0, 1), got {d!r}")
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
-        theta = call_args(theta, key, randomized=True)
+        theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=6)
         warn_resolution("sigma", self.sigma, theta)
         return _alpha(
             loss,

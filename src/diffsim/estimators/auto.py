@@ -244,7 +244,7 @@ class Auto(SmoothingEstimator):
         )  # fmt: skip
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
-        theta = call_args(theta, key, randomized=True)
+        theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=4)
         warn_resolution("sigma", self.sigma, theta)
         return _auto(
             loss,

@@ -115,6 +115,6 @@ class FirstOrder(SmoothingEstimator):
         samples_field("num_samples", self.num_samples)
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
-        theta = call_args(theta, key, randomized=True)
+        theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=3)
         warn_resolution("sigma", self.sigma, theta)
         return _first(loss, theta, key, self.sigma, self.num_samples, device_mesh(self.devices))

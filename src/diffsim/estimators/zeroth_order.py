@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 from jaxtyping import Array
 
+from .._checks import check_bool
 from .._sharding import check_devices, device_mesh, sample_map
 from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from ._common import as_count, call_args, samples_field, warn_resolution
@@ -132,6 +133,7 @@ class ZerothOrder(SmoothingEstimator):
     devices: Any = eqx.field(static=True, converter=check_devices, default=None)
 
     def __check_init__(self) -> None:
+        check_bool("antithetic", self.antithetic)
         samples_field("num_samples", self.num_samples, minimum=4 if self.antithetic else 2)
         if self.antithetic and self.num_samples % 2:
             raise ValueError(
@@ -139,7 +141,7 @@ class ZerothOrder(SmoothingEstimator):
             )
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
-        theta = call_args(theta, key, randomized=True)
+        theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=3)
         warn_resolution("sigma", self.sigma, theta)
         mesh = device_mesh(self.devices)
         return _zeroth(loss, theta, key, self.sigma, self.num_samples, self.antithetic, mesh)

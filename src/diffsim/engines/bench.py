@@ -25,13 +25,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
-from mujoco import mjx as mujoco_mjx
 
 from .._grad import value_and_grad
 from .._optimize import optimize
 from ..doctor import diagnose
 from ..estimators import make_estimator
 from . import mjx, scenes
+
+mujoco_mjx = mjx.mjx  # MuJoCo MJX, imported by the adapter without its Warp probe's prints
 
 T = 100
 BATCH = 16

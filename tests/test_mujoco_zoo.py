@@ -71,6 +71,10 @@ CONTACT_STEPS = {
 
 EPS = 1e-6
 JAC_RTOL = 1e-7
+JAC_RTOL_MJX = 1e-6
+"""Against central differences of MJX's own model (the ant): MJX's solver, even at tolerance
+0, stops where its line search does (values reproducible to ~1e-12, not MuJoCo C's ~1e-16),
+and that noise divided by ε = 1e-6 is ~1e-6 (measured on the ant's A: 2.5e-6 of 16.9)."""
 STEP_ATOL = 1e-9
 
 BOUNCE_RK4 = """
@@ -319,13 +323,12 @@ adapter is checked against MJX's own ``mjx.step`` (values) and its Jacobians aga
 central differences of its own step, MJX's model (float64, MJX's solver run to tolerance 0)."""
 
 
-def _check(name, what, got, want):
+def _check(name, what, got, want, rtol=None):
+    rtol = JAC_RTOL if rtol is None else rtol
     err = float(np.max(np.abs(got - want)))
     scale = float(np.max(np.abs(want)))
     print(f"{name} {what}: max error {err:.3g}, largest entry {scale:.3g}")  # shown with -s
-    assert err <= JAC_RTOL * max(scale, 1.0), (
-        f"{name} {what}: max error {err:.3g}, scale {scale:.3g}"
-    )
+    assert err <= rtol * max(scale, 1.0), f"{name} {what}: max error {err:.3g}, scale {scale:.3g}"
     return err, scale
 
 
@@ -415,8 +418,8 @@ def _check_against_mjx_itself(name, step, s0, u, s1, JA, JB):
         ],
         axis=1,
     )
-    _check(name, "A = ∂x'/∂x against MJX's model", np.asarray(JA), A)
-    _check(name, "B = ∂x'/∂u against MJX's model", np.asarray(JB), B)
+    _check(name, "A = ∂x'/∂x against MJX's model", np.asarray(JA), A, JAC_RTOL_MJX)
+    _check(name, "B = ∂x'/∂u against MJX's model", np.asarray(JB), B, JAC_RTOL_MJX)
 
 
 def _copy_data(m, d):
@@ -483,7 +486,7 @@ def test_rollout_jacobian_matches_central_differences_of_mj_step(name):
             ],
             axis=1,
         )
-        _check(name, f"∂x_T/∂qvel0 (T = {T}) against MJX's model", np.asarray(J), A)
+        _check(name, f"∂x_T/∂qvel0 (T = {T}) against MJX's model", np.asarray(J), A, JAC_RTOL_MJX)
         return
     A, _ = c.jacobian(np.asarray(sT.qpos), T, ctrl=False)
     _check(name, f"∂x_T/∂qvel0 (T = {T})", np.asarray(J), A[:, nv:])

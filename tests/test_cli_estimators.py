@@ -43,14 +43,14 @@ def test_estimate_table_shows_the_library_numbers():
     res = runner.invoke(app, ["estimate", "--v0", "8", "--estimator", "zeroth", "--samples", "8"])
     assert res.exit_code == 0, res.output
     rows = _table(res.output)
-    r = ZerothOrder(sigma=wall_study.SIGMA, num_samples=8)(
+    r = ZerothOrder(num_samples=8)(  # σ by the one rule: 5 % of v0
         wall_study.wall_loss(), np.float64(8.0), jax.random.PRNGKey(0)
     )
     assert rows["estimate"] == f"{float(r.estimate):.6g}"
     assert rows["std_error"] == f"{float(r.std_error):.6g}"
     assert rows["evaluations"] == rows["loss_evaluations"] == "9"  # N + 1 loss evaluations
     assert rows["grad_evaluations"] == "0"
-    assert rows["sigma"] == "0.7" and rows["samples"] == "8"
+    assert rows["sigma_used"] == "0.4" and rows["samples"] == "8" and "sigma" not in rows
 
 
 # the defaults (auto) from the plateau; 0.016 m/s below the cliff auto misses in one RNG stream
@@ -79,7 +79,7 @@ def test_optimize_exact_stuck_and_text_output():
     # the line reports the library's run: wall_study.optimize_wall with the CLI's defaults
     r = wall_study.optimize_wall(
         8.0,
-        ZerothOrder(sigma=wall_study.SIGMA, num_samples=wall_study.SAMPLES),
+        ZerothOrder(num_samples=wall_study.SAMPLES),
         key=jax.random.PRNGKey(0),
         steps=5,
     )

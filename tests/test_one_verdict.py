@@ -4,7 +4,7 @@ The property, over many random points of several systems: for the same key, σ a
 doctor with ``num_samples = max_samples = N``, so it draws exactly ``auto``'s batch),
 
 * the doctor says *trusted* ⇔ ``auto`` returns the exact gradient;
-* otherwise ``auto`` returns what the doctor recommends (``Diagnosis.choice``), and
+* otherwise ``auto`` returns what the doctor recommends (having drawn the same rounds) (``Diagnosis.choice``), and
   ``Diagnosis.estimator`` is the configured estimator of that choice (σ as used, N).
 
 ``auto`` runs vmapped over the points (its graph), the doctor once per point (its host
@@ -26,6 +26,9 @@ from diffsim.systems import SYSTEMS
 from diffsim.systems import projectile_wall as pw
 
 N = 32
+BUDGET = 4 * N
+"""Both tools get the same first batch N and the same budget: N doubles (32 → 64 → 128)
+while a statistic is undecided, in the doctor's host loop and in auto's graph."""
 
 
 def _rollout_loss(name: str, **settings):
@@ -49,16 +52,17 @@ CASES = {
 
 def _check(loss, thetas, keys, sigma=None):
     kw = {} if sigma is None else {"sigma": sigma}
-    auto = Auto(num_samples=N, **kw)
+    auto = Auto(num_samples=N, max_samples=BUDGET, **kw)
     batch = jax.jit(jax.vmap(lambda t, k: auto(loss, t, k)))(thetas, keys)
     counts: collections.Counter = collections.Counter()
     mismatches = []
     for i, (t, k) in enumerate(zip(thetas, keys)):
-        d = diffsim.diagnose(loss, t, k, num_samples=N, max_samples=N, **kw)
+        d = diffsim.diagnose(loss, t, k, num_samples=N, max_samples=BUDGET, **kw)
         a = CHOICES_OF(int(batch.choice[i]))
         counts[(d.verdict, d.choice)] += 1
         ok = (d.verdict == "trusted") == (a == "exact") and a == d.choice
         ok &= int(batch.widenings[i]) == d.widenings
+        ok &= int(batch.num_grad_evals[i]) == d.evaluations["grad"]  # the same rounds
         if not ok:
             mismatches.append((np.asarray(t).tolist(), d.verdict, d.choice, d.flag_names, a))
         # the configured estimator the doctor recommends is the choice's estimator

@@ -73,6 +73,9 @@ class Relative(eqx.Module):
         >>> s = sigma_vector(Relative(0.05, floor=0.1), {"k": jnp.array(4.0), "c": jnp.array(0.2)})
         >>> [round(float(v), 6) for v in s]  # raveled in θ's key order: c, k
         [0.01, 0.2]
+        >>> from diffsim import DEFAULT_SIGMA  # Relative(0.05): the floor is the smallest |θ_i| > 0
+        >>> [round(float(v), 6) for v in sigma_vector(DEFAULT_SIGMA, jnp.array([4.0, 0.0, 0.2]))]
+        [0.2, 0.01, 0.01]
     """
 
     scale: Array = eqx.field(converter=lambda v: _positive_scalar("scale", v), default=0.05)

@@ -83,6 +83,8 @@ DOCTOR_SAMPLES = 256
 """Samples per family for the gradient doctor on the page (as in the CLI), and for the
 auto row, which draws the doctor's batch: one verdict, one choice."""
 AUTO = "auto"
+AUTO_BUDGET = int(ESTIMATORS[AUTO]().max_samples)
+"""The auto row's sample budget (its default), which the doctor's panel gets too."""
 
 
 class Point(NamedTuple):
@@ -317,7 +319,7 @@ class DemoModel:
             jax.random.PRNGKey(_KEY_DOCTOR),
             sigma=float(sigma),
             num_samples=DOCTOR_SAMPLES,
-            max_samples=DOCTOR_SAMPLES,  # auto's batch exactly: the same verdict and choice
+            max_samples=AUTO_BUDGET,  # auto's batches exactly: the same verdict and choice
         )
 
     def optimize(self, v0: float, estimator: str, sigma: float, tau: float) -> OptimizeRun:

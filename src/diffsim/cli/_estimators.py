@@ -161,6 +161,8 @@ def estimate(
     out.update({name: report.pop(name) for name in BASE_QUANTITIES})
     out.update({_CLI_OPTIONS[n]: v for n, v in _settings(estimator, sigma, samples).items()})
     out.update(report)
+    if "choice" in out and r.choice_name is not None:
+        out["choice"] = r.choice_name  # auto's choice by name: exact, mixed, zeroth, none
     out["dtype"] = precision_name()
     out["devices"] = num_devices if ESTIMATORS[estimator].sharded else 1
     given = f" --sigma {sigma:g}" if sigma is not None else ""

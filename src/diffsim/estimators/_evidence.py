@@ -262,7 +262,7 @@ class Evidence(eqx.Module):
     local_change: Array
     typical_change: Array
     scale: Array
-    num_samples: int = eqx.field(static=True)
+    num_samples: Array
 
 
 def _stats(g: Array) -> tuple[Array, Array, Array]:
@@ -382,7 +382,7 @@ def statistics(fx: dict, g0: Array, g1: Array, dL: Array, sigma: Any, scale: Arr
         local_change=local,
         typical_change=typical,
         scale=scale,
-        num_samples=n,
+        num_samples=jnp.asarray(n, jnp.int32),
     )
 
 
@@ -516,13 +516,22 @@ def choose(
     ).astype(jnp.int32)
 
 
+def _raised(e: Any, t: Thresholds) -> tuple[Array, Array, Array, Array]:
+    nf = non_finite(e)
+    return nf, plateau(e, t) & ~nf, jump(e, t) & ~nf, stiffness(e, t)
+
+
+def pending(e: Any, t: Thresholds) -> Array:
+    """A flag not raised whose statistic is undecided (the doctor's sequential test then
+    draws more samples; ``auto`` does the same in its graph)."""
+    nf, _, _, stiff = _raised(e, t)
+    out = (plateau_undecided(e, t) & ~plateau(e, t)) | (jump_undecided(e, t) & ~jump(e, t))
+    out = out | (stiffness_undecided(e, t) & ~stiff)
+    return out & ~nf
+
+
 def assess(e: Any, t: Thresholds) -> Array:
     """The choice for measurements without a rollout (what ``auto`` computes in its graph
     and the doctor's :func:`~diffsim.diagnose` reports for the same samples)."""
-    nf = non_finite(e)
-    stiff = stiffness(e, t)
-    pl = plateau(e, t) & ~nf
-    ju = jump(e, t) & ~nf
-    pending = (plateau_undecided(e, t) & ~pl) | (jump_undecided(e, t) & ~ju)
-    pending = pending | (stiffness_undecided(e, t) & ~stiff)
-    return choose(e, nf, pl, ju, stiff & ~nf, jnp.zeros((), bool), pending & ~nf)
+    nf, pl, ju, stiff = _raised(e, t)
+    return choose(e, nf, pl, ju, stiff & ~nf, jnp.zeros((), bool), pending(e, t))

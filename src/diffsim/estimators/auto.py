@@ -30,6 +30,8 @@ ladder directions, m = 7 steps), a widened round paying it again.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from typing import Any
 
 import equinox as eqx
@@ -57,33 +59,65 @@ from .base import (
 __all__ = ["CHOICES", "REASONS", "WIDEN", "Auto", "describe_choice"]
 
 
+def _where(c: Array, a: Array, b: Array) -> Array:
+    return jnp.where(c, a, b)
+
+
+def sample_sizes(num_samples: int, max_samples: int) -> tuple[int, ...]:
+    """The doctor's rounds: N, 2N, 4N, ... up to the budget (at least N)."""
+    sizes = [num_samples]
+    while 2 * sizes[-1] <= max_samples:
+        sizes.append(2 * sizes[-1])
+    return tuple(sizes)
+
+
 @eqx.filter_jit
-def _auto(loss, theta, key, sigma, num_samples, max_widen, thresholds, mesh):
+def _auto(loss, theta, key, sigma, num_samples, max_samples, max_widen, thresholds, mesh):
     _, x, unravel = flatten_loss(loss, theta)
     dt = x.dtype
     n, d = num_samples, x.shape[0]
+    sizes = sample_sizes(n, max_samples)
+    cap = sizes[-1]
     sig = sigma_vector(sigma, theta)
     sbar = jnp.max(sig) if d else jnp.ones((), dt)
     scale = sig / sbar
     steps = jnp.asarray(np.asarray(ev.DEFAULT_REL_STEPS, float), dt)
-    empty = ev.empty_state(d, n, steps.shape[0], ev.NUM_DIRECTIONS, dt)
+    empty = ev.empty_state(d, cap, steps.shape[0], ev.NUM_DIRECTIONS, dt)
 
-    def batch(r):  # round r: the doctor's batch at σ·WIDEN^r, key fold_in(key, r)
+    def fill(state, r, start, stop):  # chunks [start, stop) of round r at σ·WIDEN^r
         s = sbar * jnp.asarray(WIDEN, dt) ** r
-        st = ev.draw(loss, theta, ev.round_key(key, r), scale, s, steps, empty,
-                     jnp.asarray(0), jnp.asarray(1), n, ev.NUM_DIRECTIONS, mesh)  # fmt: skip
-        e = ev.statistics(st["fixed"], st["zeroth"], st["first"], st["loss_changes"], s, scale)
-        return e
+        k = ev.round_key(key, r)
+        return ev.draw(loss, theta, k, scale, s, steps, state, jnp.asarray(start),
+                       jnp.asarray(stop), n, ev.NUM_DIRECTIONS, mesh)  # fmt: skip
+
+    def evidence(state, r, size):  # the statistics of the first ``size`` samples
+        s = sbar * jnp.asarray(WIDEN, dt) ** r
+        return ev.statistics(state["fixed"], state["zeroth"][: size // 2], state["first"][:size],
+                             state["loss_changes"][:size], s, scale)  # fmt: skip
+
+    def first_batch(r):
+        state = fill(empty, r, 0, 1)
+        return state, evidence(state, r, n)
 
     def cond(c):
-        r, e = c
+        r, _, e = c
         return (r < max_widen) & ev.flat_within_sigma(e)
 
     def body(c):
         r = c[0] + 1
-        return r, batch(r)
+        return (r, *first_batch(r))
 
-    rounds, e = jax.lax.while_loop(cond, body, (jnp.asarray(0, jnp.int32), batch(0)))
+    # σ widened while nothing moves within it (the doctor's rule, on the first batch)
+    rounds, state, e = jax.lax.while_loop(
+        cond, body, (jnp.asarray(0, jnp.int32), *first_batch(jnp.asarray(0, jnp.int32)))
+    )
+    # then, as the doctor's sequential test: N doubled while a statistic is undecided
+    for lo, hi in itertools.pairwise(sizes):
+        more = ev.pending(e, thresholds)
+        state = jax.lax.cond(
+            more, lambda st, a=lo // n, b=hi // n: fill(st, rounds, a, b), lambda st: st, state
+        )
+        e = jax.tree_util.tree_map(functools.partial(_where, more), evidence(state, rounds, hi), e)
     choice = ev.assess(e, thresholds)
 
     m0, se0, var0 = e.zeroth_mean, e.zeroth_se, e.zeroth_variance
@@ -108,14 +142,14 @@ def _auto(loss, theta, key, sigma, num_samples, max_widen, thresholds, mesh):
         choice == ev.EXACT, jnp.zeros_like(se0), jnp.sqrt(a**2 * se1**2 + (1 - a) ** 2 * se0**2)
     )
     se = jnp.where(choice == ev.NONE, jnp.nan, se)
-    fd_points = e.fd_excess.size
-    per_round_loss = 1 + 2 * fd_points + n
+    fixed = 1 + 2 * e.fd_excess.size  # L(θ) and the ladder, per round
+    used = e.num_samples
     return make_result(
         unravel,
         estimate.astype(dt),
         se.astype(dt),
-        num_loss_evals=per_round_loss * (rounds + 1),
-        num_grad_evals=(1 + n) * (rounds + 1),
+        num_loss_evals=(fixed + n) * rounds + fixed + used,
+        num_grad_evals=(1 + n) * rounds + 1 + used,
         variance=jnp.where(choice == ev.EXACT, 0.0, a**2 * var1 + (1 - a) ** 2 * var0),
         zeroth_variance=var0,
         first_variance=var1,
@@ -148,7 +182,11 @@ class Auto(SmoothingEstimator):
             (:data:`diffsim.DEFAULT_SIGMA`, the rule every tool shares): 5 % of each
             component's magnitude, a component at 0 taking the smallest non-zero |θ_i|.
         num_samples: N per family (even, >= 4): N first-order samples and N/2 antithetic
-            zeroth-order pairs per round.
+            zeroth-order pairs in the first batch.
+        max_samples: the budget (static, >= N; default 512): while a statistic is
+            undecided, N doubles (fresh samples join the old) up to the largest N·2^k
+            within it — the doctor's sequential test, in the graph (``lax.cond``: only the
+            rounds needed are paid for, outside ``vmap``).
         max_widen: how many times σ may grow ×4 when nothing moves within it (>= 0,
             static; default 2: up to 16 × the σ asked for).
         z_threshold, z_clear, gap_tolerance, stiffness_ratio, stiffness_kurtosis: the
@@ -201,6 +239,7 @@ class Auto(SmoothingEstimator):
         converter=lambda v: check_sigma("sigma", v), default_factory=lambda: DEFAULT_SIGMA
     )
     num_samples: int = eqx.field(static=True, converter=as_count, default=32)
+    max_samples: int = eqx.field(static=True, converter=as_count, default=512)
     max_widen: int = eqx.field(static=True, converter=as_count, default=ev.MAX_WIDEN)
     z_threshold: float = eqx.field(
         static=True, converter=_static_positive("z_threshold"), default=4.0
@@ -218,6 +257,7 @@ class Auto(SmoothingEstimator):
 
     def __check_init__(self) -> None:
         samples_field("num_samples", self.num_samples, minimum=4)
+        samples_field("max_samples", self.max_samples, minimum=4)
         if self.num_samples % 2:
             raise ValueError(
                 f"num_samples must be even (N/2 antithetic pairs), got {self.num_samples}"
@@ -252,6 +292,7 @@ class Auto(SmoothingEstimator):
             key,
             self.sigma,
             self.num_samples,
+            max(self.num_samples, self.max_samples),
             self.max_widen,
             self.thresholds,
             device_mesh(self.devices),

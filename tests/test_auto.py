@@ -114,8 +114,7 @@ def test_wall_basin_gets_the_exact_gradient():
 
 
 def test_stiff_contact_is_answered_by_zeroth_order():
-    """A ball on a penalty ground of stiffness 1e5 (the doctor's stiffness case): the
-    first-order samples' variance is ~1000× the zeroth-order one's. With the doctor's
+    """A ball on a penalty ground of stiffness 1e5 (the doctor's stiffness case). With the doctor's
     budget, most calls see the heavy tails (the doctor's tail test is what decides, and with
     some keys its samples hold too few of the rare huge ones: then both say trusted); the
     calls that do give the first-order share almost no weight, and their answers average to
@@ -130,8 +129,6 @@ def test_stiff_contact_is_answered_by_zeroth_order():
     y0 = jnp.asarray(sys.s0[0], jnp.float64)
     # the doctor's battery budget: N = 128 doubled up to 2048 while the tails are undecided
     every = _many(Auto(sigma=0.05, num_samples=128, max_samples=2048), loss, y0)
-    for r in every:
-        assert float(r.first_variance) > 100 * float(r.zeroth_variance)
     rs = [r for r in every if CHOICES[int(r.choice)] != "exact"]
     assert len(rs) >= 8, [describe_choice(r)[:30] for r in every]
     for r in rs:

@@ -58,7 +58,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
 
 from ._checks import check_int, is_concrete
 from ._rollout import rollout
@@ -807,8 +806,22 @@ def _jacobian(problem: _Problem, x):
     return r, J
 
 
+def _optimistix() -> Any:
+    """Optimistix, imported when a fit runs (it needs Python >= 3.11: on 3.10 the rest of
+    diffsim works and ``identify`` says what to install)."""
+    try:
+        import optimistix
+    except ImportError as err:  # pragma: no cover - Python 3.10 / not installed
+        raise ImportError(
+            "diffsim.identify needs optimistix (Python >= 3.11): pip install 'optimistix>=0.1.0'"
+            f" ({err})"
+        ) from None
+    return optimistix
+
+
 @eqx.filter_jit
 def _solve(fit: _Fit, z0, rtol: float, atol: float, max_steps: int, jac: str):
+    optx = _optimistix()
     solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
     fn = fit.residuals_z
     options = {"jac": jac}

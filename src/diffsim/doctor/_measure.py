@@ -123,7 +123,9 @@ class Measurements:
     ``loss``, ``grad``, ``grad_norm``: L(θ), ∇L(θ) (raveled) and the norm of σ ⊙ ∇L / σ̄.
     The smoothed gradient: means and standard errors of the ZoBG (antithetic pairs) and
     FoBG samples, the largest significance of a non-zero ZoBG mean
-    (``z_smoothed_nonzero``) and of their gap (``z_first_vs_zeroth``), the gap's norm and
+    (``z_smoothed_nonzero``) and of their gap (``z_first_vs_zeroth``), of ∇L(θ) against the
+    smoothed gradient estimated from the same pairs without the control variate, beyond 10 %
+    of its norm (``z_exact_vs_smoothed``), the gap's norm and
     the Bernstein radius ε of the ZoBG mean. Sample tails: ρ (``stiffness_ratio``), the
     excess kurtosis of the FoBG norms, the largest loss change and sample gradient. Finite
     differences: per direction, the error over the rounding noise (``fd_excess``, (m, k))
@@ -166,6 +168,7 @@ class Measurements:
     smoothed_grad_norm: float
     z_smoothed_nonzero: float
     z_first_vs_zeroth: float
+    z_exact_vs_smoothed: float
     bias_gap: float
     epsilon: float
     stiffness_ratio: float
@@ -203,6 +206,7 @@ class Measurements:
             "first_se": self.first_se,
             "z_smoothed_nonzero": self.z_smoothed_nonzero,
             "z_first_vs_zeroth": self.z_first_vs_zeroth,
+            "z_exact_vs_smoothed": self.z_exact_vs_smoothed,
             "bias_gap": self.bias_gap,
             "epsilon": self.epsilon,
             "stiffness_ratio": self.stiffness_ratio,
@@ -422,6 +426,7 @@ class Sampler:
         e = _evidence(
             st["fixed"], st["zeroth"][:pairs], st["first"][:n], st["loss_changes"][: 2 * pairs],
             jnp.asarray(self.sigma, self._scale.dtype), jnp.asarray(self._scale),
+            st["plain"][:pairs],
         )  # fmt: skip
         form = self._form if not self.widenings else (
             f"{self._form} × {ev.WIDEN ** self.widenings:g} (widened {self.widenings}×: nothing "
@@ -433,8 +438,8 @@ class Sampler:
 
 
 @jax.jit
-def _evidence(fx, g0, g1, dL, sigma, scale):
-    return ev.statistics(fx, g0, g1, dL, sigma, scale)
+def _evidence(fx, g0, g1, dL, sigma, scale, plain):
+    return ev.statistics(fx, g0, g1, dL, sigma, scale, plain)
 
 
 def measurements_of(e: ev.Evidence, sig_vec: np.ndarray, form: str) -> Measurements:

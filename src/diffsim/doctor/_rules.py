@@ -34,8 +34,9 @@ class Flag:
         >>> flag = diagnose(step, jnp.asarray(0.02), jax.random.PRNGKey(0), sigma=0.1).flags[0]
         >>> isinstance(flag, Flag), flag.name, flag.message.split(":")[0]
         (True, 'jump', 'a discontinuity within σ')
-        >>> sorted(flag.evidence)
-        ['bias_gap', 'epsilon', 'fd_slope', 'z_beyond_tolerance', 'z_first_vs_zeroth']
+        >>> sorted(flag.evidence)  # doctest: +NORMALIZE_WHITESPACE
+        ['bias_gap', 'epsilon', 'fd_slope', 'z_beyond_tolerance', 'z_exact_vs_smoothed',
+         'z_first_vs_zeroth']
     """
 
     name: str
@@ -223,6 +224,7 @@ def z_relevant_gap(m: Measurements, t: Thresholds) -> float:
 def _jump(m: Measurements, t: Thresholds) -> Flag | None:
     # heavy first-order tails explain a disagreement: that is stiffness, not a jump
     z_gap = z_relevant_gap(m, t)
+    exact_off = m.z_exact_vs_smoothed > t.z_threshold and not _heavy_tails(m, t)
     disagree = z_gap > t.z_threshold and not _heavy_tails(m, t)
     if not bool(ev.jump(m, t)):
         return None
@@ -230,8 +232,12 @@ def _jump(m: Measurements, t: Thresholds) -> Flag | None:
         "jump",
         "a discontinuity within σ: "
         + ("first- and zeroth-order estimates disagree beyond their standard errors"
-           if disagree else "central differences grow like 1/δ as δ shrinks"),
+           if disagree else
+           "the exact gradient is far from the smoothed gradient the loss values give "
+           f"(z = {m.z_exact_vs_smoothed:.3g} beyond 10 % of its norm)"
+           if exact_off else "central differences grow like 1/δ as δ shrinks"),
         {"z_first_vs_zeroth": m.z_first_vs_zeroth, "z_beyond_tolerance": z_gap,
+         "z_exact_vs_smoothed": m.z_exact_vs_smoothed,
          "bias_gap": m.bias_gap, "epsilon": m.epsilon, "fd_slope": m.fd_slope_small_steps},
     )  # fmt: skip
 

@@ -148,6 +148,7 @@ def empty_state(d: int, capacity: int, num_steps: int, num_dir: int, dtype) -> d
     z = jnp.zeros
     return {
         "zeroth": z((capacity // 2, d), dtype),
+        "plain": z((capacity // 2, d), dtype),
         "first": z((capacity, d), dtype),
         "loss_changes": z((capacity,), dtype),
         "fixed": {"loss": z((), dtype), "grad": z((d,), dtype), "deltas": z((num_steps,), dtype),
@@ -201,17 +202,21 @@ def draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, n
         z = jax.random.normal(k0, (pairs, d), x0.dtype)
         fp, fm = sample_map(f, jnp.concatenate([sigma * z, -sigma * z]), mesh).reshape(2, -1)
         g0 = ((fp - fm) / 2 - sigma * (z @ gy))[:, None] * z / sigma + gy
+        # the same pairs without the control variate: an estimate of the smoothed gradient
+        # that does not lean on ∇L(θ), to test ∇L(θ) itself against
+        plain = ((fp - fm) / 2)[:, None] * z / sigma
         g1 = first_order_samples(f, origin, sigma, k1, chunk, mesh)
         dL = jnp.concatenate([fp, fm]) - L0
         return {
             "zeroth": jax.lax.dynamic_update_slice(bufs["zeroth"], g0, (i * pairs, 0)),
+            "plain": jax.lax.dynamic_update_slice(bufs["plain"], plain, (i * pairs, 0)),
             "first": jax.lax.dynamic_update_slice(bufs["first"], g1, (i * chunk, 0)),
             "loss_changes": jax.lax.dynamic_update_slice(
                 bufs["loss_changes"], dL, (i * 2 * pairs,)
             ),
         }
 
-    samples = {k: state[k] for k in ("zeroth", "first", "loss_changes")}
+    samples = {k: state[k] for k in ("zeroth", "plain", "first", "loss_changes")}
     samples = jax.lax.fori_loop(start, stop, body, samples)
     return dict(samples, fixed=fx)
 
@@ -247,6 +252,7 @@ class Evidence(eqx.Module):
     smoothed_grad_norm: Array
     z_smoothed_nonzero: Array
     z_first_vs_zeroth: Array
+    z_exact_vs_smoothed: Array
     bias_gap: Array
     epsilon: Array
     stiffness_ratio: Array
@@ -291,7 +297,9 @@ def excess_kurtosis(a: Array) -> Array:
     return jnp.where(finite, jnp.where(sd > 0, k, 0.0), jnp.nan)
 
 
-def statistics(fx: dict, g0: Array, g1: Array, dL: Array, sigma: Any, scale: Array) -> Evidence:
+def statistics(
+    fx: dict, g0: Array, g1: Array, dL: Array, sigma: Any, scale: Array, plain: Array
+) -> Evidence:
     """Reduce one batch (:func:`draw`'s buffers, cut to the samples drawn) to
     :class:`Evidence`; traceable."""
     g = fx["grad"]
@@ -308,6 +316,11 @@ def statistics(fx: dict, g0: Array, g1: Array, dL: Array, sigma: Any, scale: Arr
     m1, se1, var1 = _stats(g1)
     z_smooth = _ratio(jnp.abs(m0), se0)
     z_gap = _ratio(jnp.abs(m1 - m0), jnp.sqrt(se0**2 + se1**2))
+    # ∇L(θ) against the smoothed gradient estimated without it (beyond the gap tolerance of
+    # the smoothed gradient's norm): a derivative far from what the loss does within σ
+    mp, sep, _ = _stats(plain)
+    excess = jnp.abs(gy - mp) - 0.1 * jnp.linalg.norm(mp)
+    z_exact = jnp.max(_ratio(excess, sep)) if d else jnp.zeros((), dt)
     dev = jnp.linalg.norm(g0 - m0, axis=1)
     R = jnp.max(dev) if pairs else jnp.zeros((), dt)
     epsilon = bernstein_radius(var0, pairs, d, 0.05, R)
@@ -367,6 +380,7 @@ def statistics(fx: dict, g0: Array, g1: Array, dL: Array, sigma: Any, scale: Arr
         smoothed_grad_norm=jnp.linalg.norm(m0),
         z_smoothed_nonzero=nanmax(z_smooth),
         z_first_vs_zeroth=nanmax(z_gap),
+        z_exact_vs_smoothed=z_exact,
         bias_gap=jnp.linalg.norm(m1 - m0),
         epsilon=epsilon,
         stiffness_ratio=rho,
@@ -484,7 +498,8 @@ def jump(e: Any, t: Thresholds) -> Array:
     """A discontinuity within σ: the gap beyond tolerance (tails not explaining it), or
     central differences growing like 1/δ."""
     z = relevant_gap(e, t)
-    disagree = (z > t.z_threshold) & ~heavy_tails(e, t)
+    z_exact = jnp.asarray(e.z_exact_vs_smoothed)
+    disagree = ((z > t.z_threshold) | (z_exact > t.z_threshold)) & ~heavy_tails(e, t)
     evidence = _finite(e.z_first_vs_zeroth, z, e.bias_gap, e.epsilon, e.fd_slope_small_steps)
     return (disagree | fd_jump(e)) & evidence
 

@@ -93,7 +93,8 @@ def _auto(loss, theta, key, sigma, num_samples, max_samples, max_widen, threshol
     def evidence(state, r, size):  # the statistics of the first ``size`` samples
         s = sbar * jnp.asarray(WIDEN, dt) ** r
         return ev.statistics(state["fixed"], state["zeroth"][: size // 2], state["first"][:size],
-                             state["loss_changes"][:size], s, scale)  # fmt: skip
+                             state["loss_changes"][:size], s, scale,
+                             state["plain"][: size // 2])  # fmt: skip
 
     def first_batch(r):
         state = fill(empty, r, 0, 1)

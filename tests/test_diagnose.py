@@ -198,11 +198,13 @@ def test_rollout_jacobian_sees_the_per_step_inputs():
 
 def test_rules_are_the_flags_and_order_the_advice():
     assert tuple(r.name for r in RULES) == FLAGS
-    assert FLAGS == ("non_finite", "plateau", "jump", "stiffness", "chaos")
+    assert FLAGS == ("non_finite", "plateau", "jump", "stiffness", "chaos", "discretization")
     everything = recommend(FLAGS, 0.1)
     # one piece of advice per flag, the most urgent first: NaN, horizon, jump, plateau, ...
     at = {r.name: everything.index(r.advise(frozenset(FLAGS), 0.1)) for r in RULES}
-    assert sorted(at, key=at.get) == ["non_finite", "chaos", "jump", "plateau", "stiffness"]
+    assert sorted(at, key=at.get) == [
+        "non_finite", "chaos", "jump", "plateau", "stiffness", "discretization",
+    ]  # fmt: skip
     assert recommend(["plateau"], 0.1) != recommend(["plateau", "jump"], 0.1)
 
 

@@ -113,6 +113,8 @@ def _optimize(
 ):  # fmt: skip
     theta0 = jax.tree_util.tree_map(jnp.asarray, theta0)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0), float)
+    if optimizer is None:
+        optimizer = default_optimizer(theta0, steps)
     sigma0 = estimator.smoothing_scale()  # None: no σ to record or anneal
 
     def loss_at(temperature: Array) -> Callable[[Any], Array]:
@@ -269,8 +271,8 @@ def optimize(
             raise ValueError(f"sigma_anneal must be in (0, 1], got {float(sigma_anneal)!r}")
         if sigma_schedule is None and float(sigma_anneal) < 1:
             anneal = _Anneal(jnp.asarray(float(sigma_anneal)), max(ANNEAL_FRACTION * steps, 1.0))
-    if optimizer is None:
-        optimizer = default_optimizer(theta0, steps)
+    # optimizer None: default_optimizer, built inside the jit (its learning rate follows
+    # θ₀, which may be traced; one compiled program for every θ₀)
     if temperature_schedule is not None:
         _check_schedule("temperature_schedule", temperature_schedule, steps + 1, None)
     try:
@@ -329,11 +331,14 @@ def default_optimizer(theta0: Any, steps: int) -> optax.GradientTransformation:
         >>> round(float(update), 4)  # Adam's first step is the learning rate
         0.2
     """
-    leaves = [jnp.abs(jnp.asarray(v)) for v in jax.tree_util.tree_leaves(theta0)]
-    big = max([float(jnp.max(v)) for v in leaves if v.size] + [1.0])
-    lr = LR_FRACTION * big
-    steps = check_int("steps", steps, minimum=1)
-    return optax.adam(optax.cosine_decay_schedule(lr, steps, alpha=LR_END_FRACTION))
+    big = jnp.ones(())
+    for v in jax.tree_util.tree_leaves(theta0):
+        v = jnp.abs(jnp.asarray(v))
+        if v.size:
+            big = jnp.maximum(big, jnp.max(v))
+    lr = LR_FRACTION * big  # traceable: built inside optimize's jit, θ₀ may be a tracer
+    decay = optax.cosine_decay_schedule(1.0, int(steps), alpha=LR_END_FRACTION)
+    return optax.adam(lambda k: lr * decay(k))
 
 
 def _check_diverged(result: OptimizeResult) -> None:

@@ -52,7 +52,7 @@ import numpy as np
 
 from .._checks import as_arrays, check_in_range, check_int, check_key, check_positive
 from .._rollout import prepare, rollout
-from .._sigma import describe
+from .._sigma import Relative, describe
 from .._types import Inputs
 from ..estimators import AlphaOrder, Estimator, Exact, ZerothOrder
 from ..estimators import _evidence as ev
@@ -297,7 +297,9 @@ class Diagnosis:
             "verdict": self.verdict,
             "choice": self.choice,
             "estimator": describe_estimator(self.estimator),
-            "sigma_used": _jsonable(self.sigma_used),
+            "sigma_used": describe(self.sigma_used)
+            if isinstance(self.sigma_used, Relative)
+            else _jsonable(self.sigma_used),
             "widenings": self.widenings,
             "flags": list(self.flag_names),
             "recommendation": self.recommendation,
@@ -454,16 +456,17 @@ def _sequential(
 ) -> tuple[Measurements, tuple[Flag, ...]]:  # fmt: skip
     """Draw samples until no flag is undecided or the budget is spent, doubling N each
     round (fresh samples join the old); the last round's measurements and what is still
-    undecided. When nothing moves within σ after the first batch, σ is widened ×4 (up to
-    ``max_widen`` times) and sampling starts again — as :class:`~diffsim.estimators.Auto`
-    does in its graph."""
+    undecided. When nothing moves within the default σ after the first batch, σ is widened
+    ×4 (up to ``max_widen`` times) and sampling starts again — as
+    :class:`~diffsim.estimators.Auto` does in its graph; a σ the user gave is kept."""
     while True:
         sampler.extend(2 * sampler.num_samples or sampler.chunk)
         m = sampler.measurements()
         if horizon is not None:
             m = dataclasses.replace(m, horizon=horizon)
         first = sampler.num_samples == sampler.chunk
-        if first and sampler.widenings < max_widen and bool(ev.flat_within_sigma(m)):
+        widen = sampler.widenings < max_widen and sampler.default_sigma  # a σ given wins
+        if first and widen and bool(ev.flat_within_sigma(m)):
             sampler.widen()
             continue
         pending = undecided(m, thresholds)

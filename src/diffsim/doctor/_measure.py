@@ -124,8 +124,8 @@ class Measurements:
     The smoothed gradient: means and standard errors of the ZoBG (antithetic pairs) and
     FoBG samples, the largest significance of a non-zero ZoBG mean
     (``z_smoothed_nonzero``) and of their gap (``z_first_vs_zeroth``), of ∇L(θ) against the
-    smoothed gradient estimated from the same pairs without the control variate, beyond 10 %
-    of its norm (``z_exact_vs_smoothed``), the gap's norm and
+    smoothed gradient estimated from the same pairs without the control variate, beyond its
+    own norm (``z_exact_vs_smoothed``), the gap's norm and
     the Bernstein radius ε of the ZoBG mean. Sample tails: ρ (``stiffness_ratio``), the
     excess kurtosis of the FoBG norms, the largest loss change and sample gradient. Finite
     differences: per direction, the error over the rounding noise (``fd_excess``, (m, k))
@@ -359,6 +359,7 @@ class Sampler:
         _, x, _ = flatten_loss(loss, theta)  # checks loss and θ (named) first
         self._sig, self._form = resolve_sigma(sigma, theta)
         self.sigma_spec = check_sigma("sigma", sigma) if sigma is not None else DEFAULT_SIGMA
+        self.default_sigma = sigma is None or sigma is DEFAULT_SIGMA
         d = x.shape[0]
         self.sigma = float(self._sig.max()) if d else 1.0
         self._scale = (self._sig / np.asarray(self.sigma, self._sig.dtype)).astype(x.dtype)

@@ -234,7 +234,7 @@ def _jump(m: Measurements, t: Thresholds) -> Flag | None:
         + ("first- and zeroth-order estimates disagree beyond their standard errors"
            if disagree else
            "the exact gradient is far from the smoothed gradient the loss values give "
-           f"(z = {m.z_exact_vs_smoothed:.3g} beyond 10 % of its norm)"
+           f"(z = {m.z_exact_vs_smoothed:.3g} beyond its own size)"
            if exact_off else "central differences grow like 1/δ as δ shrinks"),
         {"z_first_vs_zeroth": m.z_first_vs_zeroth, "z_beyond_tolerance": z_gap,
          "z_exact_vs_smoothed": m.z_exact_vs_smoothed,

@@ -30,6 +30,7 @@ ladder directions, m = 7 steps), a widened round paying it again.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import Any
@@ -189,7 +190,8 @@ class Auto(SmoothingEstimator):
             within it — the doctor's sequential test, in the graph (``lax.cond``: only the
             rounds needed are paid for, outside ``vmap``).
         max_widen: how many times σ may grow ×4 when nothing moves within it (>= 0,
-            static; default 2: up to 16 × the σ asked for).
+            static); default ``None``: 2 (up to 16 × σ) with the default σ, 0 with a σ you
+            give (a σ the user gives wins, in the doctor too).
         z_threshold, z_clear, gap_tolerance, stiffness_ratio, stiffness_kurtosis: the
             doctor's thresholds (the same defaults: 4, 2, 0.1, 20, 10;
             :class:`diffsim.doctor.Thresholds`).
@@ -241,7 +243,7 @@ class Auto(SmoothingEstimator):
     )
     num_samples: int = eqx.field(static=True, converter=as_count, default=32)
     max_samples: int = eqx.field(static=True, converter=as_count, default=512)
-    max_widen: int = eqx.field(static=True, converter=as_count, default=ev.MAX_WIDEN)
+    max_widen: int | None = eqx.field(static=True, converter=as_count, default=None)
     z_threshold: float = eqx.field(
         static=True, converter=_static_positive("z_threshold"), default=4.0
     )
@@ -263,9 +265,11 @@ class Auto(SmoothingEstimator):
             raise ValueError(
                 f"num_samples must be even (N/2 antithetic pairs), got {self.num_samples}"
             )
-        if isinstance(self.max_widen, bool) or not isinstance(self.max_widen, int | np.integer):
+        if self.max_widen is None:
+            pass
+        elif isinstance(self.max_widen, bool) or not isinstance(self.max_widen, int):
             raise TypeError(f"max_widen must be an integer in [0, 20], got {self.max_widen!r}")
-        if not 0 <= self.max_widen <= 20:
+        elif not 0 <= self.max_widen <= 20:
             raise ValueError(f"max_widen must be an integer in [0, 20], got {self.max_widen}")
         g = self.gap_tolerance
         if isinstance(g, bool) or not isinstance(g, int | float) or not 0 <= g <= 1:
@@ -274,6 +278,19 @@ class Auto(SmoothingEstimator):
             raise ValueError(
                 f"z_clear must be < z_threshold ({self.z_threshold}), got {self.z_clear}"
             )
+
+    @property
+    def widen_rounds(self) -> int:
+        """How many times σ may widen: ``max_widen``, or by default 2 with the default σ
+        and 0 with a σ the user gave."""
+        if self.max_widen is not None:
+            return int(self.max_widen)
+        return ev.MAX_WIDEN if self.sigma is DEFAULT_SIGMA else 0
+
+    def with_sigma(self, sigma: Any) -> Auto:
+        """This estimator at σ = ``sigma`` (inside ``jit`` too: ``optimize`` anneals it);
+        the widening it had is kept, so an annealed default σ still widens."""
+        return dataclasses.replace(self, sigma=sigma, max_widen=self.widen_rounds)
 
     @property
     def thresholds(self) -> ev.Thresholds:
@@ -294,7 +311,7 @@ class Auto(SmoothingEstimator):
             self.sigma,
             self.num_samples,
             max(self.num_samples, self.max_samples),
-            self.max_widen,
+            self.widen_rounds,
             self.thresholds,
             device_mesh(self.devices),
         )

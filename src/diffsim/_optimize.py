@@ -266,11 +266,12 @@ def optimize(
         _check_schedule("sigma_schedule", sigma_schedule, steps, estimator.smoothing_scale())
     anneal = None
     if sigma_anneal is not None:
-        sigma_anneal = check_positive("sigma_anneal", sigma_anneal)
-        if float(sigma_anneal) > 1:
-            raise ValueError(f"sigma_anneal must be in (0, 1], got {float(sigma_anneal)!r}")
-        if sigma_schedule is None and float(sigma_anneal) < 1:
-            anneal = _Anneal(jnp.asarray(float(sigma_anneal)), max(ANNEAL_FRACTION * steps, 1.0))
+        check_positive("sigma_anneal", sigma_anneal)
+        end = float(sigma_anneal)
+        if end > 1:
+            raise ValueError(f"sigma_anneal must be in (0, 1], got {end!r}")
+        if sigma_schedule is None and end < 1:
+            anneal = _Anneal(jnp.asarray(end), max(ANNEAL_FRACTION * steps, 1.0))
     # optimizer None: default_optimizer, built inside the jit (its learning rate follows
     # θ₀, which may be traced; one compiled program for every θ₀)
     if temperature_schedule is not None:

@@ -22,7 +22,7 @@ import numpy as np
 from jaxtyping import Array
 
 from ..doctor import Diagnosis, diagnose
-from ..estimators import ESTIMATORS, Estimator, Exact, make_estimator
+from ..estimators import ESTIMATORS, Auto, Estimator, Exact, make_estimator
 from ..systems import projectile_wall as pw
 from ..systems import wall_study
 
@@ -83,7 +83,7 @@ DOCTOR_SAMPLES = 256
 """Samples per family for the gradient doctor on the page (as in the CLI), and for the
 auto row, which draws the doctor's batch: one verdict, one choice."""
 AUTO = "auto"
-AUTO_BUDGET = int(ESTIMATORS[AUTO]().max_samples)
+AUTO_BUDGET = int(Auto().max_samples)
 """The auto row's sample budget (its default), which the doctor's panel gets too."""
 
 

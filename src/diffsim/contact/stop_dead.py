@@ -33,7 +33,10 @@ class StopDead(EventContact):
       constant gravity; or the chord :math:`x_0 + α(x_1 - x_0)`,
       :math:`α = g_0/(g_0 - g_1)`, ``location="linear"``), put exactly on the plane (its
       normal coordinate is the plane's, so it does not depend on the initial conditions),
-      so its rest position moves smoothly with the initial conditions;
+      so its rest position moves smoothly with the initial conditions; the rest of the
+      step, :math:`(1 − α) h`, is then integrated from rest there, and kept when the forces
+      pull the body off the plane within it (a spring: the time of impact is not rounded
+      to whole steps, so the loss has no artificial plateau), else the body stays stopped;
     * ``smoothing=τ`` (metres) on a half-space: :math:`v^+ = (1 - w) v`,
       :math:`w = σ(-g_1/τ)σ(-v_n h/τ)`, position pushed out by
       :math:`τ\,\mathrm{softplus}(-g_1/τ)`; tends to naive as τ → 0.
@@ -120,11 +123,23 @@ class StopDead(EventContact):
         hit, x_proj = naive_contact(plane, x1, v1, x0=x0)
         x_out = where(hit, x_proj, x1)
         stopped = jnp.logical_or(hit, False)
+        released = jnp.zeros((), bool)
+        v_rest = v1
         if self.toi:
             imp = self.locate(integrator, state0, state1, theta, u)
-            x_out = where(imp.crossed, plane.set_normal(imp.x, plane.offset), x_out)
-            stopped = stopped | imp.crossed
+            x_c = plane.set_normal(imp.x, plane.offset)
+            # the rest of the step, (1 − α) h, from rest at the impact point: a force that
+            # pulls the body off the plane (a spring) acts for it, so the time of impact is
+            # not rounded to whole steps; one that presses it in leaves it stopped there
+            rest = with_h(integrator, (1 - imp.fraction) * integrator.h)
+            x_r, v_r = rest.step_coords(x_c, 0.0 * imp.v, theta, u)
+            leaves = imp.crossed & (plane.gap(x_r) > 0)
+            x_out = where(imp.crossed, where(leaves, x_r, x_c), x_out)
+            stopped = (stopped | imp.crossed) & ~leaves
+            released, v_rest = leaves, v_r
         stick = (plane.gap(x0) == 0) & (plane.gap(x1) == 0) & plane.within(x0)
         x_out = where(stick, x0, x_out)
         stopped = stopped | stick
-        return x_out, v1._map(lambda p: jnp.where(stopped, jnp.zeros_like(p), p))
+        released = released & ~stick
+        v_out = where(released, v_rest, v1)
+        return x_out, v_out._map(lambda p: jnp.where(stopped, jnp.zeros_like(p), p))

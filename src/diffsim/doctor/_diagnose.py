@@ -389,8 +389,8 @@ def _report(
     to_decide = max(need) if need else None
     names = {f.name for f in flags}
     code = int(
-        ev.choose(m, *(name in names for name in ("non_finite", "plateau", "jump",
-                                                   "stiffness", "chaos")), bool(pending))
+        ev.choose(m, "non_finite" in names, "plateau" in names, "jump" in names,
+                  "stiffness" in names, "chaos" in names, bool(pending))
     )  # fmt: skip
     sigma_used = sampler.sigma_spec
     estimator = recommended_estimator(code, sigma_used, m.num_samples)

@@ -21,7 +21,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, PyTree
 
-from .._checks import as_arrays
+from .._checks import as_arrays, is_concrete
 
 Loss = Callable[[Any], Any]
 """A scalar loss ``L(θ)``: a pure JAX function of a pytree θ returning a scalar."""
@@ -191,7 +191,7 @@ class GradientEstimate(eqx.Module):
         """The estimate as numbers: ``GradientEstimate(estimate=…, std_error=…, …)``,
         with what the estimator reports (a traced or stacked estimate shows shapes)."""
         leaves = jax.tree_util.tree_leaves(self.estimate)
-        if any(isinstance(v, jax.core.Tracer) for v in leaves):
+        if not all(is_concrete(v) for v in leaves):
             return f"GradientEstimate(traced, reports={self.reports})"
 
         def fmt(v: Any) -> str:

@@ -281,17 +281,16 @@ def optimize_wall(
     if anneal and own_sigma is not None:
         start = own_sigma if sigma is None else sigma
         schedule = CosineAnneal(start, jnp.minimum(sigma_end, start), steps)
+    temperature_schedule = None
     if temperature is not None:
         if model != "stepped":
             raise ValueError(f"temperature needs model='stepped', got model={model!r}")
         check_positive("temperature", temperature)
         tau_end = jnp.minimum(sigma_end, temperature) if anneal else temperature
-        loss, extra = (
-            pw.smoothed_loss,
-            {"temperature_schedule": CosineAnneal(temperature, tau_end, steps)},
-        )
+        loss = pw.smoothed_loss
+        temperature_schedule = CosineAnneal(temperature, tau_end, steps)
     else:
-        loss, extra = wall_loss(model), {}
+        loss = wall_loss(model)
     return optimize(
         loss,
         theta0,
@@ -300,6 +299,7 @@ def optimize_wall(
         key=key,
         optimizer=optimizer,
         sigma_schedule=schedule,
+        sigma_anneal=None,  # σ as this function's schedule says (fixed when anneal=False)
+        temperature_schedule=temperature_schedule,
         callback=callback,
-        **extra,
     )

@@ -427,3 +427,9 @@ def test_readme_mujoco_example_is_five_lines_and_runs(capsys):
     assert len(block.strip().splitlines()) == 5
     exec(compile(block, str(readme), "exec"), {})
     assert "verdict:" in capsys.readouterr().out
+
+
+def test_d12_mjx_simulate_names_a_theta_that_is_not_a_mapping():
+    step = mjx.load(scenes.path("free_flight"))
+    with pytest.raises(TypeError, match=r"^theta must be a dict naming model fields"):
+        step.simulate([1.0], 5)  # type: ignore[arg-type]

@@ -735,7 +735,16 @@ class MjxStep:
 
     def split(self, theta: Mapping[str, ArrayLike] | None) -> tuple[MjxState, dict, Any]:
         """``(s0, model_theta, ctrl)`` from a θ that may also name ``qpos0``, ``qvel0`` and
-        ``ctrl`` (:data:`STATE_FIELDS`)."""
+        ``ctrl`` (:data:`STATE_FIELDS`).
+
+        Raises:
+            TypeError: θ is not a mapping of names to values (``None`` is none).
+        """
+        if theta is not None and not isinstance(theta, Mapping):
+            raise TypeError(
+                "theta must be a dict naming model fields (MODEL_FIELDS) or qpos0, qvel0, "
+                f"ctrl, or None, got {type(theta).__name__} {theta!r}"
+            )
         theta = dict(theta or {})
         self.check_theta(theta, extra=STATE_FIELDS)
         s0 = self.initial_state(theta.pop("qpos0", None), theta.pop("qvel0", None))

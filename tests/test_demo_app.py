@@ -429,3 +429,16 @@ def test_server_survives_200_rapid_updates(server):
         status, payload = _post(base, _v0_body(key, v0))
         assert status == 200 and _readouts_of(payload) == library_readouts(v0)
     assert math.isfinite(float(payload["response"]["v0-store"]["data"]["v0"]))
+
+
+@pytest.mark.parametrize("v0", [8.0, 9.4, 9.9, 11.0])
+def test_the_page_shows_one_verdict(model, v0):
+    """Issue 22: the doctor's panel and the auto row read the same batches (key, N and
+    budget), so the panel's choice is the row's: at σ = 1 and at the default-size σ."""
+    from diffsim.estimators._evidence import CHOICES
+
+    for sigma in (1.0, 0.3):
+        g = model.gradients(v0, sigma, 0.3)
+        d = model.doctor(v0, sigma)
+        assert d.choice == CHOICES[int(g.choice[g.index_of("auto")])], (v0, sigma, d.verdict)
+        assert (d.verdict == "trusted") == (d.choice == "exact")

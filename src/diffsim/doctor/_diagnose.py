@@ -660,7 +660,8 @@ def diagnose_rollout(
       chaos explains them;
     * ``discretization`` (``discretization=True``, for a step with a time step: an
       :class:`~diffsim.integrators.Integrator`, a :class:`~diffsim.contact.WithContact`, or a
-      step with ``with_time_step``): the gradient is computed again at h/2 over 2T steps
+      step with ``with_time_step``; contact steps only when every contact locates its time of
+      impact): the gradient is computed again at h/2 over 2T steps
       (per-step inputs held for two half steps) and, with the integrator's order p, the
       error of the gradient at h is estimated as :math:`\frac{2^p}{2^p−1}‖∇_h − ∇_{h/2}‖ /
       ‖∇_{h/2}‖` (Richardson); beyond ``discretization_tolerance`` (10 %), and with no
@@ -751,7 +752,8 @@ def diagnose_rollout(
 
 def halve_time_step(step: Any) -> tuple[Any, int, float] | None:
     """``(the step at h/2, the integrator's order, h)`` for a step with a time step — an
-    :class:`~diffsim.integrators.Integrator`, a :class:`~diffsim.contact.WithContact`, or
+    :class:`~diffsim.integrators.Integrator`, a :class:`~diffsim.contact.WithContact` whose
+    contacts are all time-of-impact events (stepped contact is left to the other flags), or
     any step with a ``with_time_step(h)`` method and ``time_step`` and ``order``
     attributes; ``None`` for a step without one."""
     from ..contact import WithContact
@@ -761,6 +763,10 @@ def halve_time_step(step: Any) -> tuple[Any, int, float] | None:
         h = jnp.asarray(step.h)
         return eqx.tree_at(lambda s: s.h, step, h / 2), step.order, float(jnp.max(h))
     if isinstance(step, WithContact):
+        if not all(getattr(c, "toi", False) for c in step.contacts):
+            # stepped contact (naive events, penalty springs): its onset moves with h by
+            # construction; the jump and stiffness flags speak for it, not this one
+            return None
         h = jnp.asarray(step.integrator.h)
         half = eqx.tree_at(lambda s: s.integrator.h, step, h / 2)
         return half, step.integrator.order, float(jnp.max(h))

@@ -124,8 +124,8 @@ class Measurements:
     The smoothed gradient: means and standard errors of the ZoBG (antithetic pairs) and
     FoBG samples, the largest significance of a non-zero ZoBG mean
     (``z_smoothed_nonzero``) and of their gap (``z_first_vs_zeroth``), of ∇L(θ) against the
-    smoothed gradient estimated from the same pairs without the control variate, beyond its
-    own norm (``z_exact_vs_smoothed``), the gap's norm and
+    smoothed gradient estimated from the same pairs without the control variate, beyond ten
+    times its norm (``z_exact_vs_smoothed``), the gap's norm and
     the Bernstein radius ε of the ZoBG mean. Sample tails: ρ (``stiffness_ratio``), the
     excess kurtosis of the FoBG norms, the largest loss change and sample gradient. Finite
     differences: per direction, the error over the rounding noise (``fd_excess``, (m, k))

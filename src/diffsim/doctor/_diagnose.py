@@ -660,8 +660,8 @@ def diagnose_rollout(
       chaos explains them;
     * ``discretization`` (``discretization=True``, for a step with a time step: an
       :class:`~diffsim.integrators.Integrator`, a :class:`~diffsim.contact.WithContact`, or a
-      step with ``with_time_step``; contact steps only when every contact locates its time of
-      impact): the gradient is computed again at h/2 over 2T steps
+      step with ``with_time_step``; not contact steps): the gradient is computed again at
+      h/2 over 2T steps
       (per-step inputs held for two half steps) and, with the integrator's order p, the
       error of the gradient at h is estimated as :math:`\frac{2^p}{2^p−1}‖∇_h − ∇_{h/2}‖ /
       ‖∇_{h/2}‖` (Richardson); beyond ``discretization_tolerance`` (10 %), and with no
@@ -752,8 +752,8 @@ def diagnose_rollout(
 
 def halve_time_step(step: Any) -> tuple[Any, int, float] | None:
     """``(the step at h/2, the integrator's order, h)`` for a step with a time step — an
-    :class:`~diffsim.integrators.Integrator`, a :class:`~diffsim.contact.WithContact` whose
-    contacts are all time-of-impact events (stepped contact is left to the other flags), or
+    :class:`~diffsim.integrators.Integrator` (not a contact step: those are left to the
+    jump and stiffness flags), or
     any step with a ``with_time_step(h)`` method and ``time_step`` and ``order``
     attributes; ``None`` for a step without one."""
     from ..contact import WithContact
@@ -763,13 +763,11 @@ def halve_time_step(step: Any) -> tuple[Any, int, float] | None:
         h = jnp.asarray(step.h)
         return eqx.tree_at(lambda s: s.h, step, h / 2), step.order, float(jnp.max(h))
     if isinstance(step, WithContact):
-        if not all(getattr(c, "toi", False) for c in step.contacts):
-            # stepped contact (naive events, penalty springs): its onset moves with h by
-            # construction; the jump and stiffness flags speak for it, not this one
-            return None
-        h = jnp.asarray(step.integrator.h)
-        half = eqx.tree_at(lambda s: s.integrator.h, step, h / 2)
-        return half, step.integrator.order, float(jnp.max(h))
+        # contact steps are left to the jump and stiffness flags: a stepped contact moves
+        # its onset with h by construction, and time-of-impact restitution with
+        # semi-implicit Euler changed its gradient by more than 10 % at h/2 on the held-out
+        # battery (a false alarm), so the flag is not raised for contact
+        return None
     if callable(getattr(step, "with_time_step", None)) and hasattr(step, "time_step"):
         h = float(step.time_step)
         return step.with_time_step(h / 2), int(getattr(step, "order", 1)), h

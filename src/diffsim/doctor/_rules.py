@@ -279,16 +279,6 @@ def _stiffness(m: Measurements, t: Thresholds) -> Flag | None:
         )
     if not bool(ev.stiffness(m, t)):
         return None
-    if not _heavy_tails(m, t):  # raised by the exact gradient being far from the smoothed
-        return Flag(
-            "stiffness",
-            "the exact gradient is far larger than what the loss does within σ: it differs "
-            "from the smoothed gradient (estimated from loss values alone) by more than ten "
-            f"times the smoothed gradient's size, z = {m.z_exact_vs_smoothed:.3g} (a stiff "
-            "contact's derivative)",
-            {"z_exact_vs_smoothed": m.z_exact_vs_smoothed, "grad_norm": m.grad_norm,
-             "smoothed_grad_norm": m.smoothed_grad_norm},
-        )  # fmt: skip
     return Flag(
         "stiffness",
         "rare, huge first-order samples: per-sample gradients far exceed what the "

@@ -34,8 +34,9 @@ DEFAULT_TIME_LIMIT_S = 600.0
 JACOBIAN_S_PER_STEP = 2.0e-7
 """``diffsim jacobian``: the three routes together, per step (1.6e-7 s measured at T = 1e5).
 Their memory does not grow with T (each route carries its product through the scan)."""
-WALL_BYTES_PER_STEP = 100.0
-"""``diffsim wall``: reverse-mode residuals of d loss/d v0, per step (94 B measured)."""
+WALL_BYTES_PER_STEP = 160.0
+"""``diffsim wall``: reverse-mode residuals of d loss/d v0, per step (131 B measured since
+StopDead(toi=True) integrates the rest of the stopping step; 94 B before)."""
 WALL_S_PER_STEP = 8.0e-6
 """``diffsim wall``: the four calls (landing x, loss, gradient, clears), per step."""
 BOUNCE_S_PER_STEP = 6.0e-8

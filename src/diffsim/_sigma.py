@@ -34,11 +34,11 @@ def _positive_scalar(name: str, value: Any) -> Array:
     dtype = jnp.result_type(float)
     check_positive(name, value, dtype if is_concrete(value) else None)
     if is_concrete(value):
-        _check_normal(name, value, dtype)
+        check_normal(name, value, dtype)
     return jnp.asarray(value, dtype) if is_concrete(value) else value
 
 
-def _check_normal(name: str, value: Any, dtype: Any) -> None:
+def check_normal(name: str, value: Any, dtype: Any) -> None:
     """A σ below the smallest normal number of the dtype divides to inf: refused."""
     tiny = float(np.finfo(np.dtype(dtype)).tiny)
     arr = np.abs(np.asarray(value, np.float64))
@@ -130,7 +130,7 @@ def check_sigma(name: str, value: Any) -> Any:
         label = f"{name}{jax.tree_util.keystr(path)}"
         check_positive(label, leaf)
         if is_concrete(leaf):
-            _check_normal(label, leaf, np.asarray(leaf).dtype)
+            check_normal(label, leaf, np.asarray(leaf).dtype)
     return tree
 
 

@@ -19,7 +19,7 @@ from .._checks import (
     is_concrete,
     warn_once,
 )
-from .._sigma import sigma_vector
+from .._sigma import check_normal, sigma_vector
 
 
 def positive_field(name: str, value: Any) -> Any:
@@ -38,20 +38,8 @@ def positive_field(name: str, value: Any) -> Any:
     dtype = jnp.result_type(float)
     check_positive(name, value, dtype if is_concrete(value) else None)
     if is_concrete(value):
-        check_normal(name, value, dtype)
+        check_normal(name, value, dtype)  # the one subnormal check (diffsim._sigma)
     return jnp.asarray(value, dtype=dtype) if is_concrete(value) else value
-
-
-def check_normal(name: str, value: Any, dtype: Any) -> None:
-    """Refuse a scale below the smallest normal number of ``dtype`` (a subnormal σ or step
-    turns ``x/σ`` into inf and the estimate into NaN), naming ``name`` and the limit."""
-    tiny = float(np.finfo(np.dtype(dtype)).tiny)
-    arr = np.abs(np.asarray(value, np.float64))
-    if arr.size and float(arr.min()) < tiny:
-        raise ValueError(
-            f"{name} must be >= {tiny:.3g} (the smallest normal {np.dtype(dtype).name}: below "
-            f"it, dividing by {name} overflows and the estimate would be NaN), got {value!r}"
-        )
 
 
 MEMORY_FRACTION = 0.5

@@ -28,13 +28,19 @@ from jaxtyping import Array
 from ._checks import as_arrays, check_positive, is_concrete
 
 
-def _positive_scalar(name: str, value: Any) -> Array:
+def _check_positive_scalar(name: str, value: Any) -> Any:
+    """The default float dtype, once ``value`` is checked to be one number > 0 in it."""
     if isinstance(value, bool) or np.ndim(value) != 0:
         raise TypeError(f"{name} must be a finite number > 0, got {value!r}")
     dtype = jnp.result_type(float)
     check_positive(name, value, dtype if is_concrete(value) else None)
     if is_concrete(value):
         check_normal(name, value, dtype)
+    return dtype
+
+
+def _positive_scalar(name: str, value: Any) -> Array:
+    dtype = _check_positive_scalar(name, value)
     return jnp.asarray(value, dtype) if is_concrete(value) else value
 
 
@@ -49,8 +55,16 @@ def check_normal(name: str, value: Any, dtype: Any) -> None:
         )
 
 
-def _floor(value: Any) -> Any:
-    return None if value is None else _positive_scalar("floor", value)
+def _field(name: str, value: Any) -> Any:
+    """A :class:`Relative` field: checked; a Python or NumPy number stays a Python float,
+    so that building one (``DEFAULT_SIGMA`` at import) never starts JAX's backend (the CLI
+    creates host devices after import)."""
+    if value is None and name == "floor":
+        return None
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        _check_positive_scalar(name, value)
+        return float(value)
+    return _positive_scalar(name, value)
 
 
 class Relative(eqx.Module):
@@ -78,8 +92,8 @@ class Relative(eqx.Module):
         [0.2, 0.01, 0.01]
     """
 
-    scale: Array = eqx.field(converter=lambda v: _positive_scalar("scale", v), default=0.05)
-    floor: Any = eqx.field(converter=_floor, default=None)
+    scale: Any = eqx.field(converter=lambda v: _field("scale", v), default=0.05)
+    floor: Any = eqx.field(converter=lambda v: _field("floor", v), default=None)
 
     def resolve(self, x: Array) -> Array:
         """The per-component σ at raveled θ ``x``."""

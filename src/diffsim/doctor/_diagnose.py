@@ -260,6 +260,7 @@ class Diagnosis:
         verdict: trusted
           no flags: the exact gradient agrees with every check
         recommendation: use the exact gradient (autodiff): it is trustworthy here
+        estimator: Exact()
         cost: 157 loss + 129 gradient evaluations (128 of at most 2048 samples)
         >>> d.to_dict()["evaluations"]
         {'loss': 157, 'grad': 129, 'samples': 128, 'max_samples': 2048}

@@ -92,11 +92,67 @@ _MARK_BY_FILE = {"test_demo_browser.py": "browser", "test_bench.py": "peers"}
 peer frameworks of the benchmark (Warp, Taichi, PyTorch, the compiled C reference)."""
 
 
+_SLOW_TESTS = (
+    # each measured at >= 10 s on 2 cores (``pytest --durations``, 2026-12-01): they run in
+    # scripts/test-slow, so that the default command stays under 10 minutes
+    "src/diffsim/doctor/_diagnose.py::diffsim.doctor._diagnose.diagnose_rollout",
+    "src/diffsim/engines/brax.py::diffsim.engines.brax.BraxStep",
+    "src/diffsim/estimators/auto.py::diffsim.estimators.auto.Auto",
+    "src/diffsim/systems/wall_study.py::diffsim.systems.wall_study.optimize_wall",
+    "tests/fuzz/test_fuzz_cli.py::test_fuzz_command[optimize]",
+    "tests/fuzz/test_fuzz_cli.py::test_fuzz_command[estimate]",
+    "tests/fuzz/test_fuzz_cli.py::test_fuzz_command[diagnose]",
+    "tests/fuzz/test_fuzz_cli.py::test_fuzz_command[jacobian]",
+    "tests/fuzz/test_fuzz_cli.py::test_fuzz_command[wall]",
+    "tests/fuzz/test_fuzz_cli.py::test_fuzz_diagnose_mjcf_cost_is_checked_before_compiling",
+    "tests/fuzz/test_fuzz_library.py::test_diagnose",
+    "tests/fuzz/test_fuzz_library.py::test_estimators",
+    "tests/test_auto.py::test_auto_inside_jit_and_vmap_over_starts",
+    "tests/test_auto.py::test_many_parameters_are_still_trusted",
+    "tests/test_auto.py::test_sigma_forms_and_relative_default",
+    "tests/test_auto.py::test_wall_near_the_cliff_follows_the_smoothed_loss",
+    "tests/test_auto.py::test_wall_basin_gets_the_exact_gradient",
+    "tests/test_auto.py::test_stiff_contact_auto_and_the_doctor_agree",
+    "tests/test_bench_sharding.py::test_sharding_benchmark_runs_and_splits_memory",
+    "tests/test_cli_estimators.py::test_optimize_defaults_from_plateau",
+    "tests/test_cli_estimators.py::test_optimize_exact_stuck_and_text_output",
+    "tests/test_cli_hardening.py::test_json_is_strict[args5]",
+    "tests/test_demo_app.py::test_gradients_are_looked_up_by_name",
+    "tests/test_demo_app.py::test_optimize_is_the_clis_recipe",
+    "tests/test_demo_app.py::test_optimize_smoothed_and_exact",
+    "tests/test_diagnose.py::test_chaos_at_long_horizon_only",
+    "tests/test_engines_mjx.py::test_reverse_mode_through_free_flight_is_finite_and_exact",
+    "tests/test_identify.py::test_bouncing_ball_restitution_and_gravity_noise_free",
+    "tests/test_library_hardening.py::test_no_doctor_flag_rests_on_non_finite_statistics",
+    "tests/test_library_hardening.py::test_numpy_integer_counts_are_python_ints[auto]",
+    "tests/test_one_verdict.py::test_user_sigma_is_used_by_both",
+    "tests/test_optimize.py::test_wall_from_plateau_reaches_target[alpha]",
+    "tests/test_readme.py::test_readme_python_blocks_run",
+    "tests/test_readme.py::test_docs_python_blocks_run[docs/concepts/doctor.md]",
+    "tests/test_readme.py::test_docs_python_blocks_run[docs/guides/optimize-contact.md]",
+    "tests/test_registries.py::test_estimator_declares_and_reports[auto]",
+    "tests/test_registries.py::test_estimator_through_the_cli[auto]",
+    "tests/test_registries.py::test_worked_example_estimator",
+    "tests/test_sharding.py::test_cli_devices_splits_estimate_optimize_and_diagnose",
+    "tests/test_sharding.py::test_sharded_",  # the four-device fixture: 190 s to set up
+    "tests/test_sharding.py::test_two_processes_give_the_single_process_estimate",
+)
+
+
+def _is_slow(nodeid: str) -> bool:
+    return any(
+        nodeid == name or nodeid.startswith(name if name.endswith("_") else name + "[")
+        for name in _SLOW_TESTS
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         mark = _MARK_BY_FILE.get(item.path.name)
         if mark is not None:
             item.add_marker(getattr(pytest.mark, mark))
+        if _is_slow(item.nodeid):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

@@ -433,3 +433,41 @@ def test_d12_mjx_simulate_names_a_theta_that_is_not_a_mapping():
     step = mjx.load(scenes.path("free_flight"))
     with pytest.raises(TypeError, match=r"^theta must be a dict naming model fields"):
         step.simulate([1.0], 5)  # type: ignore[arg-type]
+
+
+_SPRING_PENDULUM = """
+<mujoco>
+  <option timestep="{h}" integrator="{integrator}"/>
+  <worldbody>
+    <body>
+      <joint name="hinge" type="hinge" axis="0 1 0" stiffness="100"/>
+      <geom type="sphere" size="0.05" mass="1" pos="0 0 -0.5"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("h", "integrator", "flagged"),
+    [(0.05, "Euler", True), (0.002, "Euler", False), (0.05, "RK4", False)],
+)
+def test_mjx_discretization_flag_follows_opt_timestep(h, integrator, flagged):
+    """A hinge spring (ω ≈ 20 rad/s) over 2 s, θ = its stiffness: at h = 0.05 s semi-implicit
+    Euler (ωh = 1) runs at 20.9 rad/s, a phase error of ~1.9 rad by t = 2 s, so the gradient
+    at h is that of another system and ``discretization`` is raised; at h = 0.002 s, and
+    with RK4 (order 4) at 0.05 s, it is not. ``with_time_step`` copies the model at h/2."""
+    step = mjx.load(_SPRING_PENDULUM.format(h=h, integrator=integrator))
+    assert (step.time_step, step.order) == (h, 4 if integrator == "RK4" else 1)
+    fine = step.with_time_step(h / 2)
+    assert fine.h == h / 2 and step.h == h  # a copy: the original keeps its time step
+    T = round(2.0 / h)
+    s0 = step.initial_state(qvel=jnp.array([1.0]))
+    th = step.theta("jnt_stiffness")
+    d = diffsim.diagnose_rollout(
+        step, s0, th, T, lambda s: s.qpos[0], KEY, num_samples=16, max_samples=16
+    )
+    assert d.measurements["time_step"] == h and d.evaluations["half_step_gradients"] == 1
+    assert ("discretization" in d.flag_names) == flagged, str(d)
+    assert (d.measurements["discretization_error"] > 0.1) == flagged, str(d)

@@ -11,7 +11,7 @@ import jax
 import typer
 from rich.table import Table
 
-from ..doctor import PRESETS, Diagnosis, battery_table, cost_text, run_battery
+from ..doctor import PRESETS, Diagnosis, HalfStep, battery_table, cost_text, run_battery
 from ..systems import SYSTEMS
 from ._common import (
     DEVICES_HELP,
@@ -142,11 +142,18 @@ def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, device
     else:
         x0 = s0.qpos if wrt == MjcfInput.qpos0 else s0.qvel
 
-    def loss(x):
-        sT = step.simulate({wrt.value: x}, steps)
-        return jnp.sum((step.body_position(sT, body) - goal) ** 2)
+    def loss_at(at, n):  # ‖p_T − target‖² through `at` over n steps (controls held n/steps)
+        def loss(x):
+            x = jnp.repeat(x, n // steps, axis=0) if wrt == MjcfInput.ctrl else x
+            sT = at.simulate({wrt.value: x}, n)
+            return jnp.sum((at.body_position(sT, body) - goal) ** 2)
 
-    opts = {"num_samples": samples, "devices": devices}
+        return loss
+
+    loss = loss_at(step, steps)
+    # the discretization check: the same loss at opt.timestep / 2 over 2T steps
+    half = HalfStep(loss_at(step.with_time_step(step.h / 2), 2 * steps), step.order, step.h)
+    opts = {"num_samples": samples, "devices": devices, "half_step": half}
     if sigma is not None:
         opts["sigma"] = sigma
     # before anything is compiled, as for the built-in systems (issue 26, D4)

@@ -22,6 +22,7 @@ from ._battery import run_battery as run_battery
 from ._diagnose import VERDICTS as VERDICTS
 from ._diagnose import Diagnosis as Diagnosis
 from ._diagnose import GradCheck as GradCheck
+from ._diagnose import HalfStep as HalfStep
 from ._diagnose import check_grad as check_grad
 from ._diagnose import cost_text as cost_text
 from ._diagnose import diagnose as diagnose
@@ -50,6 +51,7 @@ __all__ = [
     "Discretization",
     "Flag",
     "GradCheck",
+    "HalfStep",
     "Horizon",
     "Measurements",
     "Preset",

@@ -555,6 +555,7 @@ def diagnose(
     stiffness_ratio: float = 20.0,
     stiffness_kurtosis: float = 10.0,
     devices: Any = None,
+    half_step: HalfStep | None = None,
 ) -> Diagnosis:
     r"""Tell whether the exact gradient of ``loss`` at ``theta`` can be trusted.
 
@@ -587,6 +588,10 @@ def diagnose(
         devices: where the samples run: ``None`` (every device JAX sees, when there are
             several), a count, devices or a ``jax.sharding.Mesh``
             (:func:`diffsim.device_mesh`).
+        half_step: for a loss through a time-stepped simulation, the same loss at half
+            the time step (:class:`HalfStep`): the ``discretization`` check of
+            :func:`diagnose_rollout` (which builds it from the step) for a loss the user
+            composed, e.g. from :meth:`diffsim.engines.mjx.MjxStep.with_time_step`.
 
     Returns:
         A :class:`Diagnosis`: verdict, flags with evidence, anything undecided with the
@@ -612,8 +617,73 @@ def diagnose(
         z_clear=z_clear, gap_tolerance=gap_tolerance, stiffness_ratio=stiffness_ratio,
         stiffness_kurtosis=stiffness_kurtosis, devices=devices,
     )  # fmt: skip
+    if half_step is not None and not isinstance(half_step, HalfStep):
+        raise TypeError(f"half_step must be a HalfStep or None, got {half_step!r}")
     m, pending = _sequential(sampler, thresholds, budget)
-    return _report(sampler, m, thresholds, pending, budget)
+    extra: dict[str, int] = {}
+    if half_step is not None:
+        thresholds = dataclasses.replace(thresholds, discretization_tolerance=half_step.tolerance)
+        m = _with_half_step(m, extra, loss, half_step, theta)
+    return _report(sampler, m, thresholds, pending, budget, extra or None)
+
+
+@dataclasses.dataclass(frozen=True)
+class HalfStep:
+    r"""The same loss at half the time step, for :func:`diagnose`'s ``discretization``
+    check (:func:`diagnose_rollout` builds one from its step).
+
+    Attributes:
+        loss: ``θ ↦ L`` through the simulation at h/2 over 2T steps (per-step inputs held
+            for two half steps).
+        order: p >= 1, the integrator's order of accuracy.
+        h: the time step of ``diagnose``'s own loss, s.
+        tolerance: the relative error of the gradient at h, in (0, 1], beyond which
+            ``discretization`` is raised (Richardson: :math:`\frac{2^p}{2^p−1}‖∇_h −
+            ∇_{h/2}‖ / \max(‖∇_h‖, ‖∇_{h/2}‖)`).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim import diagnose
+        >>> from diffsim.doctor import HalfStep
+        >>> def x_T(h, T):  # explicit Euler on x'' = −x, x(0) = 1, v(0) = v0, to t = 6
+        ...     def loss(v0):
+        ...         def f(s, _):
+        ...             x, v = s
+        ...             return (x + h * v, v - h * x), None
+        ...         return jax.lax.scan(f, (1.0, v0), None, T)[0][0]
+        ...     return loss
+        >>> half = HalfStep(x_T(0.3, 20), order=1, h=0.6)  # h/2 over 2T steps
+        >>> d = diagnose(x_T(0.6, 10), jnp.array(0.5), jax.random.PRNGKey(0), half_step=half)
+        >>> d.flag_names, round(d.measurements["discretization_error"], 2)  # 142 % off
+        (('discretization',), 1.42)
+    """
+
+    loss: Callable[[Any], Any]
+    order: int
+    h: float
+    tolerance: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not callable(self.loss):
+            raise TypeError(f"HalfStep.loss must be a callable L(theta), got {self.loss!r}")
+        object.__setattr__(self, "order", check_int("HalfStep.order", self.order, minimum=1))
+        check_in_range("HalfStep.h", self.h, 0.0, float("inf"))
+        if not self.h > 0:
+            raise ValueError(f"HalfStep.h must be a finite number > 0, got {self.h!r}")
+        check_in_range("HalfStep.tolerance", self.tolerance, 0.0, 1.0)
+        if not self.tolerance > 0:
+            raise ValueError(f"HalfStep.tolerance must be in (0, 1], got {self.tolerance!r}")
+        object.__setattr__(self, "h", float(self.h))
+        object.__setattr__(self, "tolerance", float(self.tolerance))
+
+
+def _with_half_step(m: Measurements, extra: dict, loss, half: HalfStep, var) -> Measurements:
+    """``m`` with the gradient at h against the gradient at h/2; ``extra`` counts it."""
+    dz = _discretization(loss, half.loss, var, half.order, half.h)
+    m = dataclasses.replace(m, discretization=dz)
+    extra["grad"] = m.evaluations["grad"] + 1
+    extra["half_step_gradients"] = 1
+    return m
 
 
 def _diagnose_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -723,9 +793,14 @@ def diagnose_rollout(
         return loss(rollout(step, s, p, num_steps, inputs=inputs, trajectory=False))
 
     var = theta if wrt == "theta" else s0
-    sampler, thresholds, budget = _measure_checked(
-        objective, var, key, **_diagnose_options(options)
-    )
+    if "half_step" in options:
+        raise TypeError(
+            "diagnose_rollout builds half_step from its step (discretization=True); "
+            "pass half_step to diagnose instead"
+        )
+    opts = _diagnose_options(options)
+    del opts["half_step"]
+    sampler, thresholds, budget = _measure_checked(objective, var, key, **opts)
     norms, step_norms = sensitivity_profile(step, s0, theta, num_steps, inputs)
     thresholds = dataclasses.replace(
         thresholds, chaos_growth=chaos_growth, concentration_limit=concentration_limit,
@@ -745,9 +820,8 @@ def diagnose_rollout(
             return loss(rollout(fine_step, s, p, 2 * num_steps, inputs=fine_inputs,
                                 trajectory=False))  # fmt: skip
 
-        m = dataclasses.replace(m, discretization=_discretization(objective, fine, var, order, h))
-        extra["grad"] = m.evaluations["grad"] + 1
-        extra["half_step_gradients"] = 1
+        half = HalfStep(fine, order, h, float(discretization_tolerance))
+        m = _with_half_step(m, extra, objective, half, var)
     return _report(sampler, m, thresholds, pending, budget, extra)
 
 

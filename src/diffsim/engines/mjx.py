@@ -101,7 +101,7 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
     from mujoco import mjx
     from mujoco.mjx._src import forward as _mjx_forward
 
-from .._checks import check_int, is_concrete
+from .._checks import check_in_range, check_int, is_concrete
 from .._rollout import Checkpoint, rollout
 
 MODEL_FIELDS: dict[str, str] = {
@@ -459,6 +459,31 @@ class MjxStep:
         self.report: tuple[str, ...] = report
         """What the adapter changed or approximated against MuJoCo C, one line each
         (empty: nothing; MJX's own pipeline runs the model)."""
+
+    @property
+    def time_step(self) -> float:
+        """``opt.timestep``, s (what the doctor's ``discretization`` check halves)."""
+        return self.h
+
+    @property
+    def order(self) -> int:
+        """The integrator's order of accuracy: 4 for RK4, 1 for Euler and the implicit ones."""
+        return 4 if self._integrator == "RK4" else 1
+
+    def with_time_step(self, h: float) -> MjxStep:
+        """The same model at time step ``h`` (a copy of ``mj_model`` with ``opt.timestep =
+        h``; the same ``iterations``): :func:`diffsim.diagnose_rollout` runs it over 2T steps
+        at h/2 to tell whether the gradient at h is that of the model written down.
+
+        Raises:
+            ValueError: ``h`` not a finite number in (0, 1] s.
+        """
+        check_in_range("h", h, 0.0, _MAX_TIMESTEP)
+        if not h > 0:
+            raise ValueError(f"h must be in (0, {_MAX_TIMESTEP:g}] s, got {h!r}")
+        model = copy.deepcopy(self.mj_model)
+        model.opt.timestep = float(h)
+        return MjxStep(model, self.iterations)
 
     def __repr__(self) -> str:
         return (

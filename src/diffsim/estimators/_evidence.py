@@ -214,9 +214,9 @@ def draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, n
         g1 = first_order_samples(f, origin, sigma, k1, chunk, mesh)
         dL = jnp.concatenate([fp, fm]) - L0
         return {
-            "zeroth": jax.lax.dynamic_update_slice(bufs["zeroth"], g0, (i * pairs, 0)),
-            "plain": jax.lax.dynamic_update_slice(bufs["plain"], plain, (i * pairs, 0)),
-            "first": jax.lax.dynamic_update_slice(bufs["first"], g1, (i * chunk, 0)),
+            "zeroth": jax.lax.dynamic_update_slice(bufs["zeroth"], g0, (i * pairs, i * 0)),
+            "plain": jax.lax.dynamic_update_slice(bufs["plain"], plain, (i * pairs, i * 0)),
+            "first": jax.lax.dynamic_update_slice(bufs["first"], g1, (i * chunk, i * 0)),
             "loss_changes": jax.lax.dynamic_update_slice(
                 bufs["loss_changes"], dL, (i * 2 * pairs,)
             ),

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 from typing import Any
 
 import equinox as eqx
@@ -58,10 +57,6 @@ from .base import (
 )
 
 __all__ = ["CHOICES", "REASONS", "WIDEN", "Auto", "describe_choice"]
-
-
-def _where(c: Array, a: Array, b: Array) -> Array:
-    return jnp.where(c, a, b)
 
 
 def sample_sizes(num_samples: int, max_samples: int) -> tuple[int, ...]:
@@ -97,29 +92,30 @@ def _auto(loss, theta, key, sigma, num_samples, max_samples, max_widen, threshol
                              state["loss_changes"][:size], s, scale,
                              state["plain"][: size // 2])  # fmt: skip
 
-    def first_batch(r):
-        state = fill(empty, r, 0, 1)
-        return state, evidence(state, r, n)
-
-    def cond(c):
-        r, _, e = c
-        return (r < max_widen) & ev.flat_within_sigma(e)
-
-    def body(c):
-        r = c[0] + 1
-        return (r, *first_batch(r))
-
-    # σ widened while nothing moves within it (the doctor's rule, on the first batch)
-    rounds, state, e = jax.lax.while_loop(
-        cond, body, (jnp.asarray(0, jnp.int32), *first_batch(jnp.asarray(0, jnp.int32)))
-    )
-    # then, as the doctor's sequential test: N doubled while a statistic is undecided
-    for lo, hi in itertools.pairwise(sizes):
-        more = ev.pending(e, thresholds)
-        state = jax.lax.cond(
-            more, lambda st, a=lo // n, b=hi // n: fill(st, rounds, a, b), lambda st: st, state
+    def step(c):
+        # one program for the whole procedure (``fill`` is traced once: compiling the loss's
+        # batch once, not once per round): fill round r's chunks [start, 2^i), reduce the
+        # first n·2^i samples, then widen σ while nothing moves within it (on the first
+        # batch, the doctor's rule) or double N while a statistic is undecided (the doctor's
+        # sequential test)
+        r, i, state, _, _ = c
+        two = jnp.asarray(2, jnp.int32)
+        start = jnp.where(i == 0, 0, two ** jnp.maximum(i - 1, 0)).astype(jnp.int32)
+        state = fill(state, r, start, two**i)
+        e = jax.lax.switch(
+            i, [functools.partial(evidence, r=r, size=size) for size in sizes], state
         )
-        e = jax.tree_util.tree_map(functools.partial(_where, more), evidence(state, rounds, hi), e)
+        widen = (i == 0) & (r < max_widen) & ev.flat_within_sigma(e)
+        more = ~widen & ev.pending(e, thresholds) & (i + 1 < len(sizes))
+        nxt = jnp.where(more, i + 1, 0).astype(jnp.int32)
+        return (r + widen.astype(jnp.int32), nxt, state, e, widen | more)
+
+    zero = jnp.asarray(0, jnp.int32)
+    placeholder = jax.eval_shape(lambda: evidence(empty, zero, n))
+    placeholder = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), placeholder)
+    rounds, _, _, e, _ = jax.lax.while_loop(
+        lambda c: c[-1], step, (zero, zero, empty, placeholder, jnp.asarray(True))
+    )
     choice = ev.assess(e, thresholds)
 
     m0, se0, var0 = e.zeroth_mean, e.zeroth_se, e.zeroth_variance

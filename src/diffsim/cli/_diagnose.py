@@ -116,7 +116,9 @@ def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, device
     try:
         from ..engines import mjx
     except ImportError as err:
-        raise CLIError(f"--mjcf needs MuJoCo MJX: pip install 'diffsim-jax[mjx]' ({err})") from None
+        raise CLIError(
+            f"--mjcf needs MuJoCo MJX: pip install '.[mjx]' in a clone of diffsim ({err})"
+        ) from None
     try:
         step = mjx.load(path)
     except (ValueError, TypeError) as err:

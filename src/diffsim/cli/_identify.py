@@ -51,7 +51,7 @@ class _Model:
             try:
                 from ..engines import mjx
             except ImportError as err:  # pragma: no cover - the extra is not installed
-                msg = f"--mjcf needs MuJoCo MJX (pip install 'diffsim-jax[mjx]'): {err}"
+                msg = f"--mjcf needs MuJoCo MJX (pip install '.[mjx]' in a clone of diffsim): {err}"
                 raise CLIError(msg) from None
             step = mjx.load(mjcf)
             self.step: Any = step

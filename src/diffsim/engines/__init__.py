@@ -49,7 +49,8 @@ def load_engine(name: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as err:
         raise ImportError(
-            f"the {name} adapter needs its engine: pip install 'diffsim-jax[{extra}]' ({err})"
+            f"the {name} adapter needs its engine: pip install '.[{extra}]' in a clone of "
+            f"diffsim (not yet on PyPI) ({err})"
         ) from err
 
 

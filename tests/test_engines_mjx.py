@@ -451,14 +451,15 @@ _SPRING_PENDULUM = """
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("h", "integrator", "flagged"),
-    [(0.05, "Euler", True), (0.002, "Euler", False), (0.05, "RK4", True), (0.01, "RK4", False)],
+    [(0.05, "Euler", True), (0.05, "RK4", True), (0.01, "RK4", False)],
 )
 def test_mjx_discretization_flag_follows_opt_timestep(h, integrator, flagged):
     """A hinge spring (ω ≈ 20 rad/s) over 2 s, θ = its stiffness: at h = 0.05 s semi-implicit
     Euler (ωh = 1) runs at 20.9 rad/s, a phase error of ~1.9 rad by t = 2 s, so the gradient
     at h is that of another system and ``discretization`` is raised. RK4 (order 4) at
     ωh = 1 loses ~0.7 % of the amplitude per step (|R| ≈ 1 − (ωh)⁶/144): measured 27 % off,
-    raised too. At h = 0.002 s (Euler) and at h = 0.01 s (RK4, ωh = 0.2) it is not.
+    raised too. At h = 0.01 s (RK4, ωh = 0.2) it is not (Euler at h = 0.002 s is not
+    either: measured, left out for its 3,000 steps of compile and run).
     ``with_time_step`` copies the model at h/2."""
     step = mjx.load(_SPRING_PENDULUM.format(h=h, integrator=integrator))
     assert (step.time_step, step.order) == (h, 4 if integrator == "RK4" else 1)

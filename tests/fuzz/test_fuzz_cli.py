@@ -23,7 +23,7 @@ from typing import Any
 
 import jax
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import cli_runner
@@ -211,6 +211,11 @@ def _report():
     )
 
 
+COMPILING = {"optimize": 15, "estimate": 20, "diagnose": 20}
+"""Commands whose accepted cases each compile an estimator (about 10 s a case on 2 cores):
+the ``ci`` profile draws this many cases of them; ``DIFFSIM_FUZZ=long`` draws its 2,000."""
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_fuzz_command(command):
     @given(command_lines(command))
@@ -218,6 +223,8 @@ def test_fuzz_command(command):
         argv, json_out = case
         _outcome(command, argv, json_out)
 
+    if command in COMPILING and settings().max_examples <= 60:  # the ci profile
+        run = settings(max_examples=COMPILING[command])(run)
     run()
 
 

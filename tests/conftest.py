@@ -210,3 +210,16 @@ def _release_compiled_programs():
         import gc
 
         gc.collect()
+
+
+def get_with_host(flask_app, host: str, path: str = "/") -> tuple[int, bytes]:
+    """``GET path`` through ``flask_app`` (WSGI) with the raw ``Host`` header ``host``: the
+    environ is built without one and ``HTTP_HOST`` set afterwards, so that no client library
+    parses or refuses the header first (older Werkzeug's test client raises on a bad port)
+    and the server's own check answers it. Returns ``(status code, body)``."""
+    from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+    environ = EnvironBuilder(path=path, method="GET").get_environ()
+    environ["HTTP_HOST"] = host
+    app_iter, status, _ = run_wsgi_app(flask_app, environ, buffered=True)
+    return int(str(status).split()[0]), b"".join(app_iter)

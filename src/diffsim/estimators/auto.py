@@ -99,9 +99,8 @@ def _auto(loss, theta, key, sigma, num_samples, max_samples, max_widen, threshol
         # batch, the doctor's rule) or double N while a statistic is undecided (the doctor's
         # sequential test)
         r, i, state, _, _ = c
-        two = jnp.asarray(2, jnp.int32)
-        start = jnp.where(i == 0, 0, two ** jnp.maximum(i - 1, 0)).astype(jnp.int32)
-        state = fill(state, r, start, two**i)
+        stop = jnp.asarray(2, jnp.int32) ** i  # chunks: [0, 1), then [1, 2), [2, 4), ...
+        state = fill(state, r, stop // 2, stop)
         e = jax.lax.switch(
             i, [functools.partial(evidence, r=r, size=size) for size in sizes], state
         )

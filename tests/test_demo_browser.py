@@ -201,6 +201,12 @@ def test_quick_moves_update_readouts_and_panels_only_at_rest(page):
         ".includes('v₀ = 8.00')",
         timeout=120_000,
     )
+    # the doctor's first verdict compiles its checks: wait for it too, so that the moves
+    # below time the page, not a compile on a loaded machine
+    page.wait_for_function(
+        "() => document.getElementById('doctor-verdict').textContent.includes('v₀ = 8.00')",
+        timeout=120_000,
+    )
     page.evaluate(
         """() => {
         window.__titles = [];
@@ -222,7 +228,8 @@ def test_quick_moves_update_readouts_and_panels_only_at_rest(page):
         ".includes('v₀ = 8.30')"
     )
     page.wait_for_function(
-        "() => document.getElementById('doctor-verdict').textContent.includes('v₀ = 8.30')"
+        "() => document.getElementById('doctor-verdict').textContent.includes('v₀ = 8.30')",
+        timeout=60_000,
     )
     assert _texts(page) == library_readouts(8.3)
     titles = page.evaluate("window.__titles")

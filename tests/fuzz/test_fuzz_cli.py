@@ -18,11 +18,11 @@ import gc
 import json
 import math
 import re
-from collections import Counter
 from typing import Any
 
 import jax
 import pytest
+from _tally import Tally
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +30,7 @@ from conftest import cli_runner
 from diffsim.cli import app
 
 runner = cli_runner()
-TALLY: Counter[str] = Counter()
+TALLY = Tally("CLI fuzz")
 
 FLOATS_ODD = [
     "0", "-0", "-1", "1e-308", "5e-324", "1e-50", "1e-39", "1e39", "1e308", "-1e308", "1e400",
@@ -144,15 +144,14 @@ def _outcome(command: str, argv: list[str], json_out: bool) -> str:
         jax.clear_caches()
         gc.collect()
     res = runner.invoke(app, argv)
-    TALLY["cases"] += 1
     if res.exit_code == 2:
         lines = res.stderr.strip().splitlines()
         ok = len(lines) == 1 and "Traceback" not in res.output and res.stdout == ""
-        TALLY["clean rejections" if ok else "defects"] += 1
+        TALLY.add("clean rejections" if ok else "defects")
         assert ok, f"{argv}: exit 2 but stderr {res.stderr!r}, stdout {res.stdout[:200]!r}"
         return "rejected"
     if res.exit_code != 0:
-        TALLY["defects"] += 1
+        TALLY.add("defects")
         raise AssertionError(f"{argv}: exit {res.exit_code}\n{res.output[-2000:]}")
     try:
         for line in res.stderr.strip().splitlines():
@@ -173,9 +172,9 @@ def _outcome(command: str, argv: list[str], json_out: bool) -> str:
             assert res.stdout.strip(), "no output"
             assert not NON_FINITE_VALUE.search(res.stdout), res.stdout
     except (AssertionError, ValueError):
-        TALLY["defects"] += 1
+        TALLY.add("defects")
         raise
-    TALLY["results"] += 1
+    TALLY.add("results")
     return "result"
 
 
@@ -203,17 +202,15 @@ def _quick(monkeypatch):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _report():
+def _report(request):
     yield
-    print(
-        f"\nCLI fuzz: {TALLY['cases']} cases, {TALLY['clean rejections']} clean rejections, "
-        f"{TALLY['results']} results, {TALLY['defects']} defects"
-    )
+    TALLY.report(request)
 
 
-COMPILING = {"optimize": 15, "estimate": 20, "diagnose": 20}
-"""Commands whose accepted cases each compile an estimator (about 10 s a case on 2 cores):
-the ``ci`` profile draws this many cases of them; ``DIFFSIM_FUZZ=long`` draws its 2,000."""
+COMPILING = {"optimize": (15, 60), "estimate": (20, 150), "diagnose": (20, 150)}
+"""Commands whose accepted cases each compile an estimator (3-12 s a case on 2 cores): the
+number of cases the ``ci`` and the ``long`` profile draw of each (the other tests: 60 and
+500, tests/conftest.py)."""
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -223,8 +220,11 @@ def test_fuzz_command(command):
         argv, json_out = case
         _outcome(command, argv, json_out)
 
-    if command in COMPILING and settings().max_examples <= 60:  # the ci profile
-        run = settings(max_examples=COMPILING[command])(run)
+    if command in COMPILING:
+        ci, long = COMPILING[command]
+        run = settings(max_examples=long if settings.get_current_profile_name() == "long" else ci)(
+            run
+        )
     run()
 
 
@@ -252,9 +252,8 @@ def test_fuzz_bench_is_checked_before_it_runs(figure, frameworks, tmp_path_facto
     path = figure if figure.startswith("/") else str(base / figure)
     argv = ["bench", "--figure", path, "--frameworks", frameworks, "--quick"]
     res = runner.invoke(app, argv)  # every figure drawn is bad: bench never starts its runs
-    TALLY["cases"] += 1
     ok = res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
-    TALLY["clean rejections" if ok else "defects"] += 1
+    TALLY.add("clean rejections" if ok else "defects")
     assert ok, (argv, res.exit_code, res.output)
 
 

@@ -11,14 +11,11 @@ pytrees) and wrong shapes — calls one entry point, and accepts exactly two out
 
 Anything else (another exception, a NaN or inf in the result, an error naming nothing)
 is a defect. The tally (cases / clean rejections / results / defects) is printed at the
-end of the module; ``DIFFSIM_FUZZ=long`` runs the long profile (tests/fuzz/conftest.py).
+end of the module, per test with ``DIFFSIM_FUZZ_TALLY`` (tests/fuzz/_tally.py); ``DIFFSIM_FUZZ=long`` runs the long profile (tests/fuzz/conftest.py).
 """
 
 from __future__ import annotations
 
-import collections
-import json
-import os
 import warnings
 
 import jax
@@ -26,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from _tally import Tally
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -34,26 +32,13 @@ from diffsim import contact, integrators, systems
 from diffsim.estimators import ESTIMATORS, make_estimator
 
 KEY = jax.random.PRNGKey(0)
-TALLY: collections.Counter[str] = collections.Counter()
-DEFECTS: list[str] = []
+TALLY = Tally("library fuzz")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _report(request):
     yield
-    line = (
-        f"library fuzz: {TALLY['cases']} cases, {TALLY['rejected']} clean rejections, "
-        f"{TALLY['results']} results, {TALLY['defects']} defects"
-    )
-    lines = [line, *(f"  defect: {d}" for d in DEFECTS[:20])]
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    if capture is not None:
-        with capture.global_and_fixture_disabled():
-            print("\n" + "\n".join(lines))
-    path = os.environ.get("DIFFSIM_FUZZ_TALLY")
-    if path:  # machine-readable, for reports
-        with open(path, "w") as f:
-            json.dump({**TALLY, "defect_messages": DEFECTS}, f)
+    TALLY.report(request)
 
 
 # --- values ------------------------------------------------------------------------------
@@ -116,7 +101,6 @@ def _leaves_ok(result) -> bool:
 
 def check(call, names, *, result_ok=_leaves_ok):
     """Run ``call``; the outcome must be a good result or a clean, named rejection."""
-    TALLY["cases"] += 1
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -124,20 +108,17 @@ def check(call, names, *, result_ok=_leaves_ok):
     except (ValueError, TypeError) as err:
         msg = str(err)
         if any(n in msg for n in names):
-            TALLY["rejected"] += 1
+            TALLY.add("clean rejections")
             return
-        TALLY["defects"] += 1
-        DEFECTS.append(f"{type(err).__name__} naming none of {names}: {msg[:200]}")
+        TALLY.defect(f"{type(err).__name__} naming none of {names}: {msg[:200]}")
         raise AssertionError(f"error names no argument of {names}: {msg}") from err
     except Exception as err:
-        TALLY["defects"] += 1
-        DEFECTS.append(f"{type(err).__name__}: {str(err)[:200]}")
+        TALLY.defect(f"{type(err).__name__}: {str(err)[:200]}")
         raise
     if not result_ok(result):
-        TALLY["defects"] += 1
-        DEFECTS.append(f"bad result for {names}: {result!r}"[:300])
+        TALLY.defect(f"bad result for {names}: {result!r}"[:300])
         raise AssertionError(f"not a finite, correctly typed result: {result!r}")
-    TALLY["results"] += 1
+    TALLY.add("results")
 
 
 def _lin_step(s, p):

@@ -34,6 +34,24 @@ def test_canonical_numbers():
     assert pw.optimal_v0() == pytest.approx(math.sqrt(98.1))
 
 
+def test_simulated_optimum_lands_on_the_target_and_tends_to_the_closed_form():
+    # the time-stepped ball lands on x = 10 (to the bisection's float precision, 1e-4 m in
+    # float32), the loss there is ~0, and the root moves to √(10 g) at rate O(h)
+    v = pw.simulated_optimal_v0()
+    assert float(pw.landing_x(v)) == pytest.approx(10.0, abs=1e-4)
+    assert v == pytest.approx(9.919, abs=1e-3)  # the README's optimize run converges here
+    assert not bool(pw.landing_x(v - 1e-3) >= 10.0) and bool(pw.landing_x(v + 1e-3) > 10.0)
+    gaps = [pw.simulated_optimal_v0(h=h) - pw.optimal_v0() for h in (1 / 240, 1 / 2400)]
+    assert abs(gaps[1]) < abs(gaps[0]) / 5  # O(h): ten times smaller h, ~ten times closer
+    assert abs(gaps[1]) < 2e-3
+
+
+@pytest.mark.parametrize("target", [5.0, 30.0, -1.0, float("nan")])
+def test_simulated_optimum_refuses_unreachable_targets(target):
+    with pytest.raises(ValueError, match="target"):
+        pw.simulated_optimal_v0(target=target)
+
+
 def test_article_opening_state():
     assert float(pw.landing_x(8.0)) == 6.0
     assert float(pw.loss(8.0)) == 16.0

@@ -63,7 +63,7 @@ def create_app(model: DemoModel | None = None, *, host: str = "127.0.0.1") -> da
         serve_locally=True,
         assets_folder=str(Path(__file__).parent / "assets"),
     )
-    app.layout = build_layout()
+    app.layout = build_layout(model)
     register_callbacks(app, model)
     _guard.install(app.server, app.callback_map, _guard.HostCheck.for_bind(host))
     # Dash finishes its set-up on the first request, unguarded against concurrent ones:

@@ -33,6 +33,7 @@ from ._model import (
     V0_MAX,
     V0_MIN,
     V0_STEP,
+    DemoModel,
     Point,
 )
 
@@ -150,9 +151,11 @@ def _readout(label: str, id_: str, value: str) -> html.Div:
     )
 
 
-def build_layout() -> html.Div:
+def build_layout(model: DemoModel) -> html.Div:
     """The whole page. Readouts and figures start as placeholders; the callbacks fill them
-    from the library as soon as the page loads."""
+    from the library as soon as the page loads. The numbers in its text are ``model``'s
+    (the library's plateau bounds and optima)."""
+    v_short, v_clear = model.plateau
     marks = {v: f"{v}" for v in range(int(V0_MIN), int(V0_MAX) + 1)}
     controls = html.Div(
         [
@@ -264,14 +267,18 @@ def build_layout() -> html.Div:
         [
             html.H3("What you are seeing", style={"margin": "14px 0 4px"}),
             html.P(
-                "Drag v₀. Below about 7.67 m/s the ball lands short of the wall and the loss "
-                "falls smoothly as v₀ grows. Between 7.67 and 9.40 m/s it hits the wall and "
+                f"Drag v₀. Below about {v_short:.2f} m/s the ball lands short of the wall "
+                "and the loss falls smoothly as v₀ grows. Between "
+                f"{v_short:.2f} and {v_clear:.2f} m/s it hits the wall and "
                 "stops dead at x = 6 m: the loss is 16 whatever v₀ is. That is the plateau, "
                 "and on it the exact gradient — what autodiff through the simulator "
                 "returns — is exactly 0, because a little more speed changes nothing. At "
-                "9.40 m/s the ball starts to clear the wall and the loss drops off a cliff, "
-                "where the derivative does not exist. Past the cliff lies the smooth basin "
-                "with its minimum at 9.905 m/s, where the ball lands on the target."
+                f"{v_clear:.2f} m/s the ball starts to clear the wall and the loss drops off "
+                "a cliff, where the derivative does not exist. Past the cliff lies the smooth "
+                "basin, where the ball lands on the target: at "
+                f"{model.optimal_v0:.3f} m/s for the parabola (its range v₀²/g is 10 m), at "
+                f"{model.simulated_optimal_v0:.3f} m/s for the time-stepped simulator that the "
+                "page plots and optimizes (h = 1/240 s), the minimum an optimizer reaches."
             ),
             html.P(
                 "Gradient descent with the exact gradient therefore never leaves the "

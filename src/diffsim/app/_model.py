@@ -245,6 +245,7 @@ class DemoModel:
         self.curve_v0 = CURVE_V0
         self.plateau = pw.plateau_bounds()
         self.optimal_v0 = pw.optimal_v0()
+        self.simulated_optimal_v0 = pw.simulated_optimal_v0()
         self._table_lock = threading.Lock()
         self._table: wall_study.LossTable | None = None
         # set = compiled (or nothing to wait for); cleared while a background warm-up runs

@@ -321,6 +321,53 @@ def landing_x(
     return _final_position(v0, h, _check_smoothing(smoothing), v0_max)[..., 0]
 
 
+@functools.partial(jax.jit, static_argnames=("h", "target"))
+def _bisect_target(h: float, target: float):
+    def gap(v):
+        return landing_x(v, h=h, v0_max=V0_MAX) - target
+
+    def halve(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * (lo + hi)
+        short = gap(mid) < 0  # blocked (x = 6) or landing short: the answer is above
+        return jnp.where(short, mid, lo), jnp.where(short, hi, mid)
+
+    dtype = jnp.result_type(float)
+    lo, hi = jax.lax.fori_loop(
+        0, 64, halve, (jnp.asarray(plateau_bounds()[1], dtype), jnp.asarray(V0_MAX, dtype))
+    )
+    return 0.5 * (lo + hi), gap(0.5 * (lo + hi))
+
+
+def simulated_optimal_v0(*, h: float = DEFAULT_H, target: float = TARGET) -> float:
+    """Speed at which the *time-stepped* ball lands on the target (m/s): ≈ 9.919 at h = 1/240.
+
+    The root of ``landing_x(v0, h=h) = target`` past the cliff, by 64 bisections of
+    [:func:`plateau_bounds`' clearing speed, :data:`V0_MAX`] in one compiled loop. It
+    differs from the closed form :func:`optimal_v0` (9.905) by O(h): where an optimizer on
+    :func:`loss` converges, not where the parabola's range hits the target.
+
+    Raises:
+        ValueError: ``h`` is not a finite number > 0, or ``target`` is not reached by a
+            launch that clears the wall and is at most :data:`V0_MAX` (naming ``target``).
+
+    Examples:
+        >>> from diffsim.systems import projectile_wall as pw
+        >>> v = pw.simulated_optimal_v0()
+        >>> round(v, 3), abs(float(pw.landing_x(v)) - 10.0) < 1e-4
+        (9.919, True)
+    """
+    h = _check_h(h)
+    check_positive("target", target)
+    v, gap = _bisect_target(h, float(target))
+    if not abs(float(gap)) < 1e-3:
+        raise ValueError(
+            f"target must be a landing x that a launch clearing the wall at v0 <= {V0_MAX:g} "
+            f"m/s reaches (> {WALL_X:g} m), got {target!r} (gap {float(gap):.3g} m)"
+        )
+    return float(v)
+
+
 def clears_wall(v0, *, h: float = DEFAULT_H):
     """True when the time-stepped ball passes over the wall (it lands beyond x = 6).
 

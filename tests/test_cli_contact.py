@@ -81,3 +81,14 @@ def test_plot_writes_png(tmp_path):
 def test_plot_unknown_figure():
     res = runner.invoke(app, ["plot", "nope"])
     assert res.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "command,shown", [("wall", "1/240 ≈ 0.004167"), ("jacobian", "1/60 ≈ 0.01667")]
+)
+def test_help_shows_the_default_time_step_as_a_fraction(command, shown):
+    # issue 24: the default printed as 0.004166666666666667
+    res = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0
+    assert shown in res.stdout and "0.0041666666" not in res.stdout
+    assert "0.0166666666" not in res.stdout

@@ -63,7 +63,9 @@ def _wall_steps(v0: float, h: float) -> int:
 @app.command()
 def wall(
     v0: float = typer.Option(8.0, "--v0", help="Launch speed v0 in m/s (>= 0)."),
-    h: float = typer.Option(1 / 240, "--h", help="Time step h in seconds (> 0)."),
+    h: float = typer.Option(
+        1 / 240, "--h", help="Time step h in seconds (> 0).", show_default="1/240 ≈ 0.004167"
+    ),
     smoothing: float | None = typer.Option(
         None, "--smoothing", help="Temperature τ in metres (> 0) of the smoothed wall."
     ),

@@ -31,7 +31,9 @@ def _fmt(x: float) -> str:
 @app.command()
 def jacobian(
     steps: int = typer.Option(2, "--steps", "-T", help="Number of steps T (1 to 2³¹ − 1)."),
-    h: float = typer.Option(1 / 60, "--h", help="Time step h in seconds (> 0)."),
+    h: float = typer.Option(
+        1 / 60, "--h", help="Time step h in seconds (> 0).", show_default="1/60 ≈ 0.01667"
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The free particle's rollout Jacobian ∂s_T/∂s_0 in (x, v) order: by autodiff, by the

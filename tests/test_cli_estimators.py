@@ -120,3 +120,10 @@ def test_bad_input_exit_2(args, word):
     assert res.exit_code == 2
     assert word in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+def test_table_title_does_not_wrap_inside_a_unit():
+    # issue 24: the exact estimator's narrow table wrapped its title as "v0 = 8.000 \n m/s"
+    res = runner.invoke(app, ["estimate", "--v0", "8", "-e", "exact"])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[0].strip() == "d loss / d v0 at v0 = 8.000 m/s (exact)"

@@ -25,6 +25,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 try:  # recent Typer vendors its own Click: its exceptions are the ones raised
     from typer import _click as click  # type: ignore[attr-defined]
@@ -37,6 +38,14 @@ from typer.core import TyperGroup
 _NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 console = Console()
+
+
+def titled_table(title: str) -> Table:
+    """A Rich table at least as wide as its title, so the title does not wrap inside a
+    number and its unit (``v0 = 8.000 / m/s``) on a terminal wide enough for it."""
+    return Table(title=title, min_width=min(len(title), console.width))
+
+
 err_console = Console(stderr=True, soft_wrap=True)
 
 F = TypeVar("F", bound=Callable[..., Any])

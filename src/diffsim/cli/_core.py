@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import typer
-from rich.table import Table
 
 from .. import rollout_jacobian
 from .._jacobians import Method
@@ -18,6 +17,7 @@ from ._common import (
     print_json,
     progress_bar,
     require_finite_answer,
+    titled_table,
     used,
     warn_float32_steps,
 )
@@ -75,7 +75,7 @@ def jacobian(
     if json_out:
         print_json(out)
         return
-    table = Table(title=f"∂s_T/∂s_0 for the free particle, T = {steps}, h = {h:.6g}")
+    table = titled_table(f"∂s_T/∂s_0 for the free particle, T = {steps}, h = {h:.6g}")
     table.add_column("route")
     table.add_column("matrix (x, v)")
     for key in ("autodiff", "product", "analytic", "closed_form"):

@@ -8,7 +8,6 @@ from typing import Any
 import jax
 import numpy as np
 import typer
-from rich.table import Table
 
 from ..estimators import BASE_QUANTITIES, ESTIMATORS, Estimator, make_estimator
 from ..systems import SYSTEMS as SYSTEM_REGISTRY
@@ -24,6 +23,7 @@ from ._common import (
     print_json,
     progress_bar,
     require_finite_answer,
+    titled_table,
     use_devices,
     used,
 )
@@ -171,7 +171,7 @@ def estimate(
     if json_out:
         print_json(out)
         return
-    table = Table(title=f"d loss / d v0 at v0 = {v0:.3f} m/s ({estimator})")
+    table = titled_table(f"d loss / d v0 at v0 = {v0:.3f} m/s ({estimator})")
     table.add_column("quantity")
     table.add_column("value", justify="right")
     for k, v in out.items():

@@ -15,7 +15,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import typer
-from rich.table import Table
 
 from ..systems import SYSTEMS
 from ._common import (
@@ -27,6 +26,7 @@ from ._common import (
     console,
     print_json,
     progress_bar,
+    titled_table,
 )
 
 if TYPE_CHECKING:  # to a type checker, a str Enum; its members are the registry's systems
@@ -190,7 +190,7 @@ def identify(
         out["verdict"] = verdict
         print_json(out)
         return
-    table = Table(title=f"identify: {verdict} ({res.message})")
+    table = titled_table(f"identify: {verdict} ({res.message})")
     for col in ("parameter", "estimate", "std error", "95 % interval", "start"):
         table.add_column(col)
     for n in res.names:

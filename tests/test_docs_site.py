@@ -137,3 +137,49 @@ def test_page_concept_links_point_at_site_pages():
         src = ROOT / source
         assert src.is_file(), source
         assert src.relative_to(DOCS).with_suffix("").as_posix() + "/" == path, (path, source)
+
+
+# --- the built tutorials keep their figures (issue 24) ------------------------------------
+
+
+def _check_figures() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_figures", DOCS / "_ext/check_figures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_figure_check_counts_code_calls_and_embedded_images(tmp_path):
+    cf = _check_figures()
+    script = (
+        "# %% [markdown]\n# call plt.show() to draw\n"
+        "# %%\nimport matplotlib.pyplot as plt\nplt.plot([1])\nplt.show()\n"
+        "# plt.show()  (a comment)\n"
+        "# %%\nfor _ in range(1):\n    plt.show( )\n"
+    )
+    assert cf.shows_in(script) == 2
+    img = '<img alt="No description has been provided for this image" src="data:image/png;base64,iVBO">'
+    assert cf.images_in(f"<div>{img}</div><img src='x.png'>{img}") == 2
+    tutorials, site = tmp_path / "tutorials", tmp_path / "site"
+    tutorials.mkdir()
+    (tutorials / "a.py").write_text(script)
+    (tutorials / "b.py").write_text(script)
+    (tutorials / "c.py").write_text(script)
+    for name, images in (("a", 2), ("b", 1)):
+        (site / name).mkdir(parents=True)
+        (site / name / "index.html").write_text(img * images)
+    problems = cf.check(tutorials, site)
+    # a: both figures; b: one lost (the Agg backend drew nothing); c: never built
+    assert len(problems) == 2
+    assert "1 images for 2 plt.show()" in problems[0] and "b.py" in problems[0]
+    assert "missing" in problems[1] and "c.py" in problems[1]
+    assert cf.main([str(tutorials), str(site)]) == 1
+
+
+def test_every_tutorial_draws_and_the_docs_build_checks_it():
+    cf = _check_figures()
+    for script in sorted((DOCS / "tutorials").glob("*.py")):
+        assert cf.shows_in(script.read_text()) >= 1, script
+    build = (ROOT / "scripts/docs").read_text()
+    assert "check_figures.py" in build and "unset MPLBACKEND" in build

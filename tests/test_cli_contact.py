@@ -92,3 +92,14 @@ def test_help_shows_the_default_time_step_as_a_fraction(command, shown):
     assert res.exit_code == 0
     assert shown in res.stdout and "0.0041666666" not in res.stdout
     assert "0.0166666666" not in res.stdout
+
+
+def test_plot_json_names_the_file_it_wrote(tmp_path):
+    # issue 24: "every command takes --json" was not true of plot
+    out = tmp_path / "wall.png"
+    res = runner.invoke(app, ["plot", "wall", "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["figure"] == "wall" and data["path"] == str(out.resolve())
+    assert data["bytes"] == out.stat().st_size > 1000
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -65,3 +65,17 @@ def test_jacobian_bad_input_exits_2_without_traceback(args, message):
     assert proc.returncode == 2
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_every_command_but_demo_takes_json_as_the_readme_says():
+    import typer
+
+    commands = typer.main.get_command(app).commands  # pyright: ignore[reportAttributeAccessIssue]
+    without = sorted(
+        name
+        for name, command in commands.items()
+        if not any("--json" in p.opts for p in command.params)
+    )
+    assert without == ["demo"]
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "takes `--json` (strict JSON): all but `demo`" in readme

@@ -5,12 +5,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-PY=${PYTHON:-python3}
-if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
-fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[${EXTRAS:-test},mjx,brax,zoo]"
+source scripts/_venv.sh
+ensure_venv .venv -e ".[${EXTRAS:-test},mjx,brax,zoo]"
 
 install_chromium() {
   # Debian's chromium, for the browser tests (Playwright drives it; no browser download)

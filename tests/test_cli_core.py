@@ -33,6 +33,22 @@ def test_help_and_version():
     assert out.exit_code == 0 and diffsim.__version__ in out.output
 
 
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--version", "true"], "No such command 'true'"),
+        (["--version", "wall"], "--version takes no command, got 'wall'"),
+        (["--float32"], "missing command"),
+    ],
+)
+def test_version_with_a_command_and_no_command_are_refused(argv, message):
+    # issue 24: the eager --version exited 0 whatever followed it
+    out = runner.invoke(app, argv)
+    assert out.exit_code == 2 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+
+
 @pytest.mark.parametrize(("T", "h"), [(2, 1 / 60), (10, 0.05), (1, 0.3)])
 def test_jacobian_json(T, h):
     out = runner.invoke(app, ["jacobian", "--steps", str(T), "--h", str(h), "--json"])

@@ -15,21 +15,13 @@ from . import _demo as _demo
 from . import _diagnose as _diagnose
 from . import _estimators as _estimators
 from . import _identify as _identify
-from ._common import app, set_float32
+from ._common import CLIError, app, set_float32
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"diffsim {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
+    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
     float32: bool = typer.Option(
         False,
         "--float32",
@@ -39,6 +31,15 @@ def _root(
     ),
 ) -> None:
     """Differentiable simulation that stays trustworthy through contact."""
+    # --version is a plain flag, not an eager one: an eager flag exits before Click looks
+    # at the rest, so `diffsim --version true` printed the version and exited 0
+    if version:
+        if ctx.invoked_subcommand is not None:
+            raise CLIError(f"--version takes no command, got {ctx.invoked_subcommand!r}")
+        typer.echo(f"diffsim {__version__}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        raise CLIError("missing command (diffsim --help lists them)")
     import jax
 
     before = bool(jax.config.jax_enable_x64)  # pyright: ignore[reportAttributeAccessIssue]

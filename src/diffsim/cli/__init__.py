@@ -13,6 +13,7 @@ from . import _contact as _contact
 from . import _core as _core
 from . import _demo as _demo
 from . import _diagnose as _diagnose
+from . import _docs as _docs
 from . import _estimators as _estimators
 from . import _identify as _identify
 from ._common import CLIError, app, set_float32

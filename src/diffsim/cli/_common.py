@@ -209,9 +209,9 @@ app = _App(
     rich_markup_mode="markdown",
     cls=_OneLineErrors,
     epilog=(
-        "Documentation: the site's sources are docs/ in the repository (docs/index.md; "
-        "commands: docs/cli.md); bash scripts/docs serve shows it at http://127.0.0.1:8000/ "
-        "(this CLI: http://127.0.0.1:8000/cli/)."
+        "Documentation, offline: diffsim docs lists the pages bundled with diffsim "
+        "(diffsim docs getting-started; diffsim docs cli: every command). In a clone, "
+        "bash scripts/docs serve shows the site at http://127.0.0.1:8000/."
     ),
 )
 

@@ -406,6 +406,27 @@ def test_numpy_integer_counts_are_python_ints(name):
     assert np.isfinite(float(r.estimate))
 
 
+def test_standard_errors_of_huge_finite_samples_stay_finite():
+    """Found by the long fuzz profile: ZoBG at θ = [1, 4e-271] (σ relative, so σ₂ = 2e-272)
+    has samples ~1e269 along θ₂; squaring them for the variance gave std_error = inf. The
+    standard error is computed from deviations scaled by their largest."""
+    from diffsim.estimators.base import mean_and_stats
+
+    g = np.random.default_rng(0).normal(size=(50, 3)) * np.array([1.0, 1e200, 0.0])
+    mean, se, _ = mean_and_stats(jnp.asarray(g))
+    scaled = g / np.array([1.0, 1e200, 1.0])  # the same numbers, independently, in range
+    expected = np.std(scaled, axis=0, ddof=1) / np.sqrt(50) * np.array([1.0, 1e200, 1.0])
+    np.testing.assert_allclose(np.asarray(se), expected, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(mean), g.mean(axis=0), rtol=1e-12)
+    theta = jnp.array([1.0, 3.98974309484603e-271])
+    for name in ("zeroth", "alpha"):
+        r = make_estimator(name)(quad, theta, KEY)
+        estimate, std_error = np.asarray(r.estimate), np.asarray(r.std_error)
+        assert np.all(np.isfinite(estimate)) and np.all(np.isfinite(std_error)), name
+        # the noise along θ₂ is reported, not hidden: the true -2 is within its error bars
+        assert abs(estimate[1] + 2.0) < 4 * std_error[1], name
+
+
 # --- issue 26 -------------------------------------------------------------------------------
 
 _PLANE_MSG = r"^plane must be a diffsim\.contact\.Plane .*, got 'plane' \(str\)$"

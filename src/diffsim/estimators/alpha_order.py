@@ -85,16 +85,14 @@ def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, me
     k0, k1 = jax.random.split(key)
     g0, evals0 = zeroth_order_samples(f, x, sigma, k0, num_samples, antithetic, mesh)
     g1 = first_order_samples(f, x, sigma, k1, num_samples, mesh)
-    m0, _, var0 = mean_and_stats(g0)
-    m1, _, var1 = mean_and_stats(g1)
-    n0, n1 = g0.shape[0], g1.shape[0]
+    m0, se0, var0 = mean_and_stats(g0)
+    m1, se1, var1 = mean_and_stats(g1)
+    n0 = g0.shape[0]
     eps = bernstein_radius(var0, n0, x.shape[0], jnp.asarray(delta, x.dtype), R)
     gap = jnp.sqrt(jnp.sum((m1 - m0) ** 2))
     alpha = choose_alpha(var0, var1, eps, gap, gamma)
     mean = alpha * m1 + (1 - alpha) * m0
-    c0 = jnp.var(g0, axis=0, ddof=1) / n0
-    c1 = jnp.var(g1, axis=0, ddof=1) / n1
-    se = jnp.sqrt(alpha**2 * c1 + (1 - alpha) ** 2 * c0)
+    se = jnp.hypot(alpha * se1, (1 - alpha) * se0)  # no squares: finite for finite samples
     return make_result(
         unravel,
         mean,

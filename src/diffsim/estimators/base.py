@@ -314,8 +314,14 @@ def mean_and_stats(samples: Array) -> tuple[Array, Array, Array]:
     """
     n = samples.shape[0]
     mean = jnp.mean(samples, axis=0)
-    var_c = jnp.sum((samples - mean) ** 2, axis=0) / (n - 1)
-    return mean, jnp.sqrt(var_c / n), jnp.sum(var_c)
+    # squares of deviations scaled by their largest: the standard error stays finite for
+    # any finite samples (a deviation of 1e200 squared would overflow to inf)
+    dev = samples - mean
+    scale = jnp.max(jnp.abs(dev), axis=0)
+    safe = jnp.where(scale > 0, scale, 1.0)
+    q = jnp.sum((dev / safe) ** 2, axis=0) / (n - 1)
+    var_c = safe**2 * q
+    return mean, safe * jnp.sqrt(q / n), jnp.sum(var_c)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,14 +21,15 @@ runner = cli_runner()
 def test_help_and_version():
     out = runner.invoke(app, ["--help"])
     assert out.exit_code == 0 and "jacobian" in out.output
-    # the help points into the documentation site, at pages that exist
+    # the help points to the documentation a pip user has (`diffsim docs`), at pages that
+    # exist, and to the site for those with a clone
     text = " ".join(out.output.split())
-    assert "bash scripts/docs serve" in text and "http://127.0.0.1:8000/cli/" in text
+    assert "bash scripts/docs serve" in text and "http://127.0.0.1:8000/" in text
     root = pathlib.Path(__file__).resolve().parent.parent
-    pages = re.findall(r"docs/[\w/.-]+\.md", text)
+    pages = re.findall(r"diffsim docs ([\w/-]+)", text)
     assert len(pages) >= 2, text
     for page in pages:
-        assert (root / page).is_file(), page
+        assert (root / "docs" / f"{page}.md").is_file(), page
     out = runner.invoke(app, ["--version"])
     assert out.exit_code == 0 and diffsim.__version__ in out.output
 
@@ -95,3 +96,15 @@ def test_every_command_but_demo_takes_json_as_the_readme_says():
     assert without == ["demo"]
     readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert "takes `--json` (strict JSON): all but `demo`" in readme
+
+
+def test_help_shows_no_type_for_flags():
+    # issue 24: every flag (--json, --help, --toi, ...) was listed as taking a `<bool>`
+    import typer
+
+    commands = typer.main.get_command(app).commands  # pyright: ignore[reportAttributeAccessIssue]
+    for argv in [["--help"], *([name, "--help"] for name in commands)]:
+        out = runner.invoke(app, argv, env={"COLUMNS": "200"})
+        assert out.exit_code == 0, argv
+        assert "<bool>" not in out.stdout and "--help" in out.stdout, argv
+    assert "<float>" in runner.invoke(app, ["wall", "--help"]).stdout  # values keep theirs

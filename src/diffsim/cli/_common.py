@@ -87,6 +87,17 @@ def _is_out_of_memory(err: BaseException) -> bool:
     return isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in str(err)
 
 
+def _blank_flag_types(command: Any) -> None:
+    """Flags (``--json``, ``--help``, ...) take no value: show no ``<bool>`` type for them
+    in ``--help`` (recent Typer labels every option with its type)."""
+    helper = command.get_help_option(click.Context(command))
+    for param in [*command.params, *([helper] if helper is not None else [])]:
+        if getattr(param, "is_flag", False) and not getattr(param, "count", False):
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _blank_flag_types(sub)
+
+
 class _OneLineErrors(TyperGroup):
     """The app's group: Click's parse errors and the commands' errors as one line, exit 2."""
 
@@ -99,6 +110,7 @@ class _OneLineErrors(TyperGroup):
         **extra: Any,
     ) -> Any:
         _WARNINGS.clear()
+        _blank_flag_types(self)
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("default")
@@ -209,8 +221,8 @@ app = _App(
     rich_markup_mode="markdown",
     cls=_OneLineErrors,
     epilog=(
-        "Documentation, offline: diffsim docs lists the pages bundled with diffsim "
-        "(diffsim docs getting-started; diffsim docs cli: every command). In a clone, "
+        "Documentation, offline: diffsim docs (the pages bundled with diffsim; start with "
+        "diffsim docs getting-started; every command: diffsim docs cli). In a clone, "
         "bash scripts/docs serve shows the site at http://127.0.0.1:8000/."
     ),
 )

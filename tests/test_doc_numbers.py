@@ -1,0 +1,58 @@
+"""The benchmark summary in docs/benchmarks.md is the recorded run's
+(docs/benchmarks.json, written by ``python -m benchmarks ... --json``; issue 24: numbers
+in the docs come from a record and a test fails when they disagree)."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROWS = {  # the table's row label -> the record's row
+    "**diffsim**, reverse": "diffsim",
+    "**diffsim**, forward": "diffsim-fwd",
+    "plain JAX": "jax",
+    "NVIDIA Warp": "warp",
+    "Taichi": "taichi",
+    "PyTorch": "torch",
+    "compiled C reference": "compiled-C",
+}
+UNITS = {"µs": 1e-6, "ms": 1e-3, "s": 1.0}
+_CELL = re.compile(r"^([\d.]+) (µs|ms|s)(?: \(([\d.]+)×\))?$")
+
+
+def _two_figures(x: float) -> float:
+    return float(f"{x:.2g}")
+
+
+def test_benchmark_summary_table_is_the_record():
+    record = json.loads((ROOT / "docs/benchmarks.json").read_text())
+    cases = {c["n"]: c["rows"] for c in record["cases"]}
+    text = (ROOT / "docs/benchmarks.md").read_text()
+    header = "| framework | N = 1 | N = 4,096 | N = 65,536 |"
+    lines = text.split(header, 1)[1].splitlines()[2:]
+    sizes = [1, 4096, 65536]
+    checked = 0
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip().replace("**", "") for c in line.strip("|").split("|")]
+        key = next(
+            v for k, v in ROWS.items() if cells[0].replace("**", "").startswith(k.replace("**", ""))
+        )
+        for n, cell in zip(sizes, cells[1:]):
+            m = _CELL.match(cell)
+            assert m, (cells[0], cell)
+            rows = cases[n]
+            t = rows[key]["gradient_s"]
+            shown = float(m[1]) * UNITS[m[2]]
+            assert math.isclose(shown, _two_figures(t / UNITS[m[2]]) * UNITS[m[2]], rel_tol=1e-9), (
+                f"{cells[0]} at N = {n}: the table shows {cell}, the record {t:.3g} s"
+            )
+            if m[3] is not None:  # ÷ the fastest diffsim row, ratio of medians
+                best = min(rows["diffsim"]["gradient_s"], rows["diffsim-fwd"]["gradient_s"])
+                assert abs(float(m[3]) - t / best) <= 0.03 * t / best + 0.05, (cells[0], n, cell)
+            checked += 1
+    assert checked == len(ROWS) * len(sizes)

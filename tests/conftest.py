@@ -215,14 +215,25 @@ def _release_compiled_programs():
         gc.collect()
 
 
-def get_with_host(flask_app, host: str, path: str = "/") -> tuple[int, bytes]:
-    """``GET path`` through ``flask_app`` (WSGI) with the raw ``Host`` header ``host``: the
-    environ is built without one and ``HTTP_HOST`` set afterwards, so that no client library
-    parses or refuses the header first (older Werkzeug's test client raises on a bad port)
-    and the server's own check answers it. Returns ``(status code, body)``."""
+def request_with_host(
+    flask_app, host: str | None, path: str = "/", *, method: str = "GET", data=b"", headers=None
+) -> tuple[int, bytes, dict]:
+    """``method path`` through ``flask_app`` (WSGI) with the raw ``Host`` header ``host``
+    (``None``: the default, localhost): the environ is built without one and ``HTTP_HOST``
+    set afterwards, so that no client library parses or refuses the header first (older
+    Werkzeug's test client raises on a bad port or an unclosed ``[``) and the server's own
+    check answers it. Returns ``(status code, body, response headers)``."""
     from werkzeug.test import EnvironBuilder, run_wsgi_app
 
-    environ = EnvironBuilder(path=path, method="GET").get_environ()
-    environ["HTTP_HOST"] = host
-    app_iter, status, _ = run_wsgi_app(flask_app, environ, buffered=True)
-    return int(str(status).split()[0]), b"".join(app_iter)
+    rest = {k: v for k, v in (headers or {}).items() if k.lower() != "host"}
+    environ = EnvironBuilder(path=path, method=method, data=data, headers=rest).get_environ()
+    if host is not None:
+        environ["HTTP_HOST"] = host
+    app_iter, status, response_headers = run_wsgi_app(flask_app, environ, buffered=True)
+    return int(str(status).split()[0]), b"".join(app_iter), dict(response_headers)
+
+
+def get_with_host(flask_app, host: str, path: str = "/") -> tuple[int, bytes]:
+    """``GET path`` with the raw ``Host`` header ``host`` (:func:`request_with_host`)."""
+    code, body, _ = request_with_host(flask_app, host, path)
+    return code, body

@@ -141,14 +141,19 @@ def test_the_light_callback_is_the_v0_one():
 
 @given(body=bodies, hdrs=headers)
 def test_any_body_and_headers_get_a_2xx_or_4xx(body, hdrs):
+    from conftest import request_with_host
+
     hdrs = {"Content-Type": "application/json", **hdrs}
     data = body if isinstance(body, bytes) else body.encode("utf-8", "surrogatepass")
-    r = _CLIENT.post(UPDATE_PATH, data=data, headers=hdrs)
-    ok = 200 <= r.status_code < 500 and (
-        r.status_code < 400 or bool(r.is_json and r.get_json()["error"])
-    )
-    _tally(ok, rejected=r.status_code >= 400)
-    assert ok, (r.status_code, r.get_data(as_text=True)[:300])
+    # the Host header goes in raw: older Werkzeug's test client refuses "[::1" itself
+    code, answer, response_headers = request_with_host(
+        _CLIENT.application, hdrs.pop("Host", None), UPDATE_PATH, method="POST", data=data,
+        headers=hdrs,
+    )  # fmt: skip
+    is_json = response_headers.get("Content-Type", "").startswith("application/json")
+    ok = 200 <= code < 500 and (code < 400 or bool(is_json and json.loads(answer)["error"]))
+    _tally(ok, rejected=code >= 400)
+    assert ok, (code, answer[:300])
     _still_serving()
 
 

@@ -76,6 +76,109 @@ def _task_chain(seed: int):
     return "driven 3-mass chain, 6 parameters (σ = 1 mm)", sys, rec, params, truth, None
 
 
+PUSH_XML = """
+<mujoco model="pushing-id">
+  <option timestep="0.005" integrator="Euler" gravity="0 0 -9.81"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1" friction="0.1 0.005 0.0001"/>
+    <body name="finger" pos="0 0 0.1">
+      <joint name="finger_x" type="slide" axis="1 0 0" damping="2"/>
+      <geom name="finger" type="sphere" size="0.05" mass="0.5" contype="2" conaffinity="2"
+            priority="1" condim="1"/>
+    </body>
+    <body name="box" pos="0.5 0 0.1">
+      <joint name="box_x" type="slide" axis="1 0 0"/>
+      <joint name="box_z" type="slide" axis="0 0 1"/>
+      <geom name="box" type="box" size="0.1 0.1 0.1" mass="1" contype="3" conaffinity="3"
+            friction="0.5 0.005 0.0001" solref="0.04 1"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="finger" joint="finger_x" kp="100" ctrlrange="-1 3" ctrllimited="true"/>
+  </actuator>
+</mujoco>
+"""
+"""The contact task: a servoed, frictionless finger (``condim="1"``, with the priority that
+makes its contact with the box frictionless) pushes a box over a floor whose friction is below
+the box's, so MuJoCo's max-combination of the two is the box's, away from its kink."""
+
+PUSH_TRUTH = {"body_mass:box": 1.0, "geom_friction:box": 0.5, "geom_solref:box": 0.04}
+PUSH_START = {"body_mass:box": 1.3, "geom_friction:box": 0.6, "geom_solref:box": 0.05}
+PUSH_BOUNDS = {
+    "body_mass:box": (0.01, 10.0),
+    "geom_friction:box": (0.01, 2.0),
+    "geom_solref:box": (0.012, 0.2),  # MuJoCo clamps time constants below 2 h = 0.01 s
+}
+PUSH_T = 200
+PUSH_NOISE = 1e-5  # m: the recording's position noise
+
+
+def _record_in_mujoco_c(xml: str, ctrl: np.ndarray, noise: float, seed: int) -> np.ndarray:
+    """qpos rows 0..T of MuJoCo C's ``mj_step`` at the model's own values (the 'real'
+    recording every tool fits), with Gaussian noise on rows 1..T."""
+    import mujoco
+
+    model = mujoco.MjModel.from_xml_string(xml)
+    data = mujoco.MjData(model)
+    rows = [data.qpos.copy()]
+    for u in ctrl:
+        data.ctrl[:] = u
+        mujoco.mj_step(model, data)
+        rows.append(data.qpos.copy())
+    qpos = np.array(rows)
+    qpos[1:] += noise * np.random.default_rng(seed).standard_normal(qpos[1:].shape)
+    return qpos
+
+
+def _task_push(seed: int):
+    from types import SimpleNamespace
+
+    from diffsim.engines import mjx
+
+    step = mjx.load(PUSH_XML)
+    ctrl = np.linspace(0.0, 1.0, PUSH_T)[:, None]
+    qpos = _record_in_mujoco_c(PUSH_XML, ctrl, PUSH_NOISE, seed)
+    s0 = step.initial_state()
+    rec = diffsim.Recording(s0, {"qpos": qpos}, jnp.asarray(ctrl))
+    theta = step.theta("body_mass", "geom_friction", "geom_solref")
+    params = diffsim.parse_parameters(
+        list(PUSH_START), theta, model=step.mj_model, bounds=PUSH_BOUNDS, start=PUSH_START
+    )
+    sys = SimpleNamespace(step=step, s0=s0, theta=theta)
+    obs = lambda s: {"qpos": s.qpos}  # noqa: E731
+    peer = {
+        "xml": PUSH_XML,
+        "recordings": [
+            {
+                "qpos0": qpos[0].tolist(),
+                "qvel0": [0.0] * step.mj_model.nv,
+                "ctrl": ctrl.tolist(),
+                "qpos": qpos.tolist(),
+            }
+        ],
+        "params": [
+            {
+                "name": n,
+                "kind": kind,
+                "element": "box",
+                "attr": attr,
+                "col": col,
+                "start": PUSH_START[n],
+                "lower": PUSH_BOUNDS[n][0],
+                "upper": PUSH_BOUNDS[n][1],
+            }
+            for n, kind, attr, col in (
+                ("body_mass:box", "body", "mass", None),
+                ("geom_friction:box", "geom", "friction", 0),
+                ("geom_solref:box", "geom", "solref", 0),
+            )
+        ],
+        "repeats": 1,
+    }
+    label = f"pushed box: mass, friction, solref (MuJoCo C data, σ = {PUSH_NOISE:g} m)"
+    return label, sys, rec, params, PUSH_TRUTH, obs, peer
+
+
 def _residual_fn(sys, rec, params, observe):
     """The same weighted residuals as identify's, from the public API: one jitted rollout."""
     observe = observe or diffsim.default_observe
@@ -101,9 +204,10 @@ def _error(est: dict[str, float], truth: dict[str, float]) -> float:
 
 def run_task(make, seeds: int) -> dict[str, list[tuple[float, float, float, float]]]:
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
-    name = ""
+    name = verdict = ""
     for seed in range(seeds):
-        name, sys, rec, params, truth, observe = make(seed)
+        name, sys, rec, params, truth, observe, *rest = make(seed)
+        peer = rest[0] if rest else None
         names = [p.label for p in params]
         # the fit alone (the doctor's finite-difference check of the final Jacobian, 10·p + 1
         # more rollouts, is off: SciPy does no such check)
@@ -117,6 +221,15 @@ def run_task(make, seeds: int) -> dict[str, list[tuple[float, float, float, floa
         rows.setdefault("diffsim.identify (exact Jacobian, LM)", []).append(
             (_error(res.theta, truth), res.residual, res.rollout_equivalents, res.seconds)
         )
+        if seed == 0:  # the fit as a user runs it: with the doctor's check of its Jacobian
+            kw_checked = {k: v for k, v in kw.items() if k != "check_jacobian"}
+            checked = diffsim.identify(sys.step, rec, sys.theta, params, **kw_checked)
+            trusted = {True: "trusted", False: "NOT trusted", None: "not checked"}
+            verdict = (
+                f"seed 0 with the doctor's check (check_jacobian=True): Jacobian at θ̂ "
+                f"{trusted[checked.jacobian_trusted]}; converged={checked.converged} "
+                f"({checked.message}); residual RMS {checked.residual:.4g}"
+            )
         f = _residual_fn(sys, rec, params, observe)
         x0 = np.array([p.start for p in params])
         lo = np.array([p.lower for p in params])
@@ -140,24 +253,35 @@ def run_task(make, seeds: int) -> dict[str, list[tuple[float, float, float, floa
             rms = float(np.sqrt(np.mean(sol.fun**2)))
             label = f"SciPy least_squares {method} (2-point FD)"
             rows.setdefault(label, []).append((_error(est, truth), rms, count[0], dt))
+        if peer is not None:
+            from benchmarks import _sysid_env
+
+            for row in _sysid_env.run(peer):
+                rows.setdefault(row["method"], []).append(
+                    (_error(row["theta"], truth), row["residual_rms"], row["rollouts"],
+                     row["seconds"])
+                )  # fmt: skip
         try:
             import cma  # type: ignore[import-not-found]
         except ImportError:
             continue
         count[0] = 0
         t = time.perf_counter()
+        # CMA-ES in coordinates relative to the start (σ₀ = 10 % of each parameter), so
+        # parameters of different scales (a mass, a 0.02 s time constant) are searched alike
         es = cma.CMAEvolutionStrategy(
-            x0,
-            0.1 * float(np.max(np.abs(x0))),
-            {"bounds": [lo, hi], "verbose": -9, "seed": seed + 1},
+            np.ones_like(x0),
+            0.1,
+            {"bounds": [lo / x0, hi / x0], "verbose": -9, "seed": seed + 1},
         )
-        es.optimize(lambda x: float(np.sum(fun(x) ** 2)), iterations=2000)
+        es.optimize(lambda z, x0=x0: float(np.sum(fun(z * x0) ** 2)), iterations=2000)
         dt = time.perf_counter() - t
-        xb = es.result.xbest
+        xb = es.result.xbest * x0
         est = dict(zip(names, map(float, xb)))
-        rms = float(np.sqrt(np.mean(fun(xb) ** 2)))
+        rms = float(np.sqrt(np.mean(np.asarray(f(jnp.asarray(xb))) ** 2)))  # not counted
         rows.setdefault("CMA-ES (cma)", []).append((_error(est, truth), rms, count[0], dt))
     print(f"\n## {name}\n")
+    print(verdict + "\n")
     print("| method | max rel. parameter error | residual RMS | rollouts | wall s |")
     print("|---|---|---|---|---|")
     base = None
@@ -225,13 +349,13 @@ def figure(path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--tasks", default="spring,ball,chain")
+    parser.add_argument("--tasks", default="spring,ball,chain,push")
     parser.add_argument("--figure", help="write the guide's figure (a .png path) and stop")
     args = parser.parse_args()
     if args.figure:
         figure(args.figure)
         return
-    tasks = {"spring": _task_spring, "ball": _task_ball, "chain": _task_chain}
+    tasks = {"spring": _task_spring, "ball": _task_ball, "chain": _task_chain, "push": _task_push}
     print(
         f"diffsim {diffsim.__version__}, jax {jax.__version__}, {args.seeds} seeds; medians (range)"
     )

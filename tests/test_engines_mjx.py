@@ -474,3 +474,41 @@ def test_mjx_discretization_flag_follows_opt_timestep(h, integrator, flagged):
     assert d.measurements["time_step"] == h and d.evaluations["half_step_gradients"] == 1
     assert ("discretization" in d.flag_names) == flagged, str(d)
     assert (d.measurements["discretization_error"] > 0.1) == flagged, str(d)
+
+
+SLIDER_ON_ITS_LIMIT = """
+<mujoco model="slider-on-its-limit">
+  <option timestep="0.01" gravity="0 0 0"/>
+  <worldbody>
+    <body name="slider">
+      <joint name="x" type="slide" axis="1 0 0" limited="true" range="0 1"/>
+      <geom type="sphere" size="0.05" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.mark.slow
+def test_the_doctor_flags_a_joint_starting_on_its_limit():
+    """Issue 23: a joint that starts exactly on its limit (as gymnasium's hopper and
+    walker2d do at reset) has one-sided derivatives. A slider at its lower limit x = 0,
+    loss x_T after T = 20 steps (h = 0.01) as a function of the initial velocity v: moving
+    away is free (slope T·h = 0.2, what the adapter returns at v = 0), moving into the limit
+    is stopped by MuJoCo's soft constraint (slope ≈ 0.027, from L(−1e-3) = 2.68e-5). The
+    doctor raises ``kink`` with the change of slope (0.2 − 0.027 ≈ 0.227, to 2 %), and at
+    v = 0.5, 5σ off the limit, trusts the same gradient."""
+    with _enable_x64():
+        step = mjx.load(SLIDER_ON_ITS_LIMIT)
+
+        def loss(v):
+            return step.simulate({"qvel0": v}, 20).qpos[0]
+
+        at = jnp.array([0.0])
+        assert abs(float(jax.grad(loss)(at)[0]) - 0.2) < 1e-9  # one side, silently
+        d = diffsim.diagnose(loss, at, jax.random.key(0), sigma=0.1)
+        assert d.flag_names == ("kink",), d
+        assert abs(d.measurements["fd_kink"] - 0.227) < 0.02 * 0.227, d.measurements["fd_kink"]
+        assert diffsim.diagnose(loss, jnp.array([0.5]), jax.random.key(0), sigma=0.1).verdict == (
+            "trusted"
+        )

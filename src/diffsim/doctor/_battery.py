@@ -215,7 +215,7 @@ def cases() -> list[Case]:
         >>> from diffsim.doctor import FLAGS, cases
         >>> battery = cases()
         >>> len(battery), sum(not case.expected for case in battery)  # cases, smooth controls
-        (25, 12)
+        (27, 13)
         >>> sorted({f for case in battery for f in case.expected}) == sorted(FLAGS)
         True
     """
@@ -278,6 +278,11 @@ def cases() -> list[Case]:
         Case("oscillator, velocity Verlet, h = 0.01, T = 500", frozenset(),
              "second order, resolved: the gradient at h/2 agrees",
              _oscillator(VelocityVerlet, 0.01, 1.0, 500)),
+        Case("hinge abs(θ − 1) + θ/2 at its kink (θ = 1, σ = 0.1)", frozenset({"kink"}),
+             "one-sided slopes 1.5 and −0.5: the exact gradient is one of them",
+             _synthetic(_hinge, 1.0, 0.1)),
+        Case("hinge abs(θ − 1) + θ/2, 3σ from its kink (θ = 1.3, σ = 0.1)", frozenset(),
+             "the slope 1.5 holds within 3σ", _synthetic(_hinge, 1.3, 0.1)),
     ]  # fmt: skip
 
 
@@ -302,6 +307,11 @@ def _synthetic(loss, theta, sigma) -> Check:
 
 def _heaviside(t):
     return jnp.where(t >= 0.0, 1.0, 0.0)
+
+
+def _hinge(t):
+    # slopes -0.5 left of 1 and 1.5 right of it: a kink, continuous
+    return jnp.abs(t - 1.0) + 0.5 * t
 
 
 def _dead_zone(t):

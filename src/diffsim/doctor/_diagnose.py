@@ -390,7 +390,8 @@ def _report(
     to_decide = max(need) if need else None
     names = {f.name for f in flags}
     code = int(
-        ev.choose(m, "non_finite" in names, "plateau" in names, "jump" in names,
+        ev.choose(m, "non_finite" in names, "plateau" in names,
+                  "jump" in names or "kink" in names,
                   "stiffness" in names, "chaos" in names, bool(pending))
     )  # fmt: skip
     sigma_used = sampler.sigma_spec

@@ -130,9 +130,10 @@ class Measurements:
     excess kurtosis of the FoBG norms, the largest loss change and sample gradient. Finite
     differences: per direction, the error over the rounding noise (``fd_excess``, (m, k))
     and the log–log slopes of the error between consecutive steps (``fd_slopes``,
-    (m−1, k)). Flatness: the largest loss change at δ ≈ σ/10 against the median change at
-    σ. ``num_samples``: N, the FoBG samples (and ZoBG loss evaluations) these statistics
-    rest on. ``horizon``: set for a rollout.
+    (m−1, k)); the change of slope at θ, 0 when there is no kink (``fd_kink``,
+    :func:`~diffsim.estimators._evidence.fd_kink`). Flatness: the largest loss change at
+    δ ≈ σ/10 against the median change at σ. ``num_samples``: N, the FoBG samples (and
+    ZoBG loss evaluations) these statistics rest on. ``horizon``: set for a rollout.
 
     Example:
         A step 0.5σ away: the exact gradient is 0 and the loss flat at θ, yet the smoothed
@@ -181,6 +182,7 @@ class Measurements:
     fd_slopes: np.ndarray
     fd_slope_small_steps: float
     fd_over_grad: float
+    fd_kink: float
     local_change: float
     typical_change: float
     evaluations: dict[str, int]
@@ -214,6 +216,7 @@ class Measurements:
             "max_loss_change": self.max_loss_change,
             "fd_slope_small_steps": self.fd_slope_small_steps,
             "fd_over_grad": self.fd_over_grad,
+            "fd_kink": self.fd_kink,
             "local_change": self.local_change,
             "typical_change": self.typical_change,
             "grad_norm": self.grad_norm,

@@ -67,11 +67,11 @@ class Rule:
     Example:
         >>> from diffsim.doctor import FLAGS, RULES, Rule
         >>> FLAGS  # the order flags are reported in
-        ('non_finite', 'plateau', 'jump', 'stiffness', 'chaos', 'discretization')
+        ('non_finite', 'plateau', 'jump', 'kink', 'stiffness', 'chaos', 'discretization')
         >>> all(isinstance(r, Rule) for r in RULES), tuple(r.name for r in RULES) == FLAGS
         (True, True)
         >>> [r.name for r in sorted(RULES, key=lambda r: r.urgency)]  # the order of the advice
-        ['non_finite', 'chaos', 'jump', 'plateau', 'stiffness', 'discretization']
+        ['non_finite', 'chaos', 'jump', 'plateau', 'kink', 'stiffness', 'discretization']
         >>> jump = RULES[FLAGS.index("jump")]
         >>> jump.advise(frozenset({"jump"}), 0.1).split(":")[0]
         'use the alpha-order estimator (or zeroth-order) with σ = 0.1'
@@ -261,6 +261,32 @@ def _jump_advice(flags: frozenset, sigma: float | str) -> str:
 JUMP = Rule("jump", _jump, _jump_advice, urgency=2, undecided=_jump_undecided)
 
 
+# kink: the loss's slope changes at θ, so the exact gradient is one side's -----------------
+
+
+def _kink(m: Measurements, t: Thresholds) -> Flag | None:
+    if not bool(ev.kink(m, t)):
+        return None
+    return Flag(
+        "kink",
+        "a kink at θ: the one-sided slopes of the loss differ by "
+        f"{m.fd_kink:.3g} along a direction, the same at the ladder's three smallest steps, so "
+        "the exact gradient is the slope of one side only (a joint on its limit, a contact "
+        "just touching, a max or an abs)",
+        {"slope_change": m.fd_kink, "grad_norm": m.grad_norm},
+    )
+
+
+def _kink_advice(flags: frozenset, sigma: float | str) -> str:
+    return (
+        "move θ off the kink, or use a smoothed estimate (first- or alpha-order) with "
+        f"σ = {_sigma_text(sigma)}, which averages both sides"
+    )
+
+
+KINK = Rule("kink", _kink, _kink_advice, urgency=4)
+
+
 # stiffness: an enormous, short-lived derivative ------------------------------------------
 
 
@@ -390,7 +416,7 @@ def _discretization_advice(flags: frozenset, sigma: float | str) -> str:
 
 DISCRETIZATION = Rule("discretization", _discretization, _discretization_advice, urgency=5)
 
-RULES: tuple[Rule, ...] = (NON_FINITE, PLATEAU, JUMP, STIFFNESS, CHAOS, DISCRETIZATION)
+RULES: tuple[Rule, ...] = (NON_FINITE, PLATEAU, JUMP, KINK, STIFFNESS, CHAOS, DISCRETIZATION)
 """Every flag the doctor knows, in the order flags are reported."""
 
 FLAGS: tuple[str, ...] = tuple(r.name for r in RULES)

@@ -91,8 +91,9 @@ CHOICES: tuple[str, ...] = ("exact", "mixed", "zeroth", "zeroth", "none", "zerot
 
 REASONS: tuple[str, ...] = (
     "no flag and nothing undecided: the exact gradient agrees with every check",
-    "a jump within σ (first- and zeroth-order samples disagree), or a statistic still "
-    "undecided: first- and zeroth-order samples mixed, the first-order share capped so "
+    "a jump within σ (first- and zeroth-order samples disagree), a kink at θ (the exact "
+    "gradient is one side's slope), or a statistic still undecided: first- and "
+    "zeroth-order samples mixed, the first-order share capped so "
     "that its bias stays within the zeroth-order mean's standard error",
     "a plateau: the exact gradient is ~0 but the loss changes within σ (widened when "
     "nothing moved at the σ asked for): zeroth order, unbiased",
@@ -122,6 +123,11 @@ EXACT_TOLERANCE = 10.0
 times the smoothed gradient's norm (and by ``z_threshold`` standard errors): an order of
 magnitude, not the σ-scale wiggle of a resolved bounce (its ∇L is 3× the smoothed one at
 k = 1e4, which the battery calls trusted)."""
+
+KINK_TOLERANCE = 0.1
+"""A kink at θ: the one-sided slopes L(θ ± δu) differ, at the three smallest steps of the
+ladder and by the same amount at each (a change of slope, not a curvature, which shrinks
+like δ, nor a jump, which grows like 1/δ), by more than this share of their size."""
 
 NUM_DIRECTIONS = 8
 """Directions of the finite-difference ladder (coordinate axes when dim θ is at most this)."""
@@ -271,6 +277,7 @@ class Evidence(eqx.Module):
     fd_slopes: Array
     fd_slope_small_steps: Array
     fd_over_grad: Array
+    fd_kink: Array
     local_change: Array
     typical_change: Array
     scale: Array
@@ -350,6 +357,7 @@ def statistics(
     tail = jnp.mean(slopes[-2:], axis=0)
     ok = jnp.isfinite(tail)
     fd_slope = jnp.where(jnp.any(ok), jnp.min(jnp.where(ok, tail, jnp.inf)), 0.0)
+    kink = fd_kink(fp, fm, L0, deltas, eps)
 
     # flatness at δ ≈ σ/10 against the typical change at σ
     jj = jnp.argmin(jnp.abs(deltas / sigma - 0.1))
@@ -401,6 +409,7 @@ def statistics(
         fd_slopes=slopes,
         fd_slope_small_steps=fd_slope,
         fd_over_grad=jnp.max(excess[-1]),
+        fd_kink=kink,
         local_change=local,
         typical_change=typical,
         scale=scale,
@@ -527,6 +536,38 @@ def jump_undecided(e: Any, t: Thresholds) -> Array:
     return ~heavy_tails(e, t) & band & _finite(z, e.bias_gap)
 
 
+def fd_kink(fp: Array, fm: Array, L0: Array, deltas: Array, eps: Array) -> Array:
+    r"""The largest change of slope at θ along the ladder's directions, 0 when there is
+    none: with the one-sided slopes :math:`s_\pm = \pm(L(θ ± δu) − L(θ))/δ` at the three
+    smallest steps, a kink has :math:`|s_+ − s_-|` the same at all three (log–log slopes
+    within ±0.3), above 10× its rounding noise and above ``KINK_TOLERANCE`` of
+    :math:`(|s_+| + |s_-|)/2`; a smooth loss's difference is δ·|L''| (slope 1), a jump's and
+    rounding noise's grow like 1/δ (slope −1)."""
+    if fp.shape[0] < 3:
+        return jnp.zeros((), fp.dtype)
+    d = deltas[-3:, None]
+    sp = (fp[-3:] - L0) / d
+    sm = (L0 - fm[-3:]) / d
+    gap = jnp.abs(sp - sm)  # (3, k), the smallest step last
+    noise = 16 * eps * (jnp.abs(L0) + 1) / d
+    tiny = jnp.finfo(fp.dtype).tiny
+    logs = jnp.log(jnp.maximum(gap, tiny))
+    slopes = jnp.diff(logs, axis=0) / jnp.diff(jnp.log(d), axis=0)  # (2, k)
+    size = (jnp.abs(sp[-1]) + jnp.abs(sm[-1])) / 2
+    is_kink = (
+        jnp.all(jnp.abs(slopes) < 0.3, axis=0)
+        & jnp.all(gap > 10 * noise, axis=0)
+        & (gap[-1] > KINK_TOLERANCE * size)
+        & jnp.all(jnp.isfinite(gap), axis=0)
+    )
+    return jnp.max(jnp.where(is_kink, gap[-1], 0.0))
+
+
+def kink(e: Any, t: Thresholds) -> Array:
+    """A kink at θ (:func:`fd_kink`): the exact gradient is the slope of one side."""
+    return jnp.asarray(e.fd_kink) > 0
+
+
 def non_finite(e: Any) -> Array:
     return ~jnp.asarray(e.all_finite)
 
@@ -566,4 +607,5 @@ def assess(e: Any, t: Thresholds) -> Array:
     """The choice for measurements without a rollout (what ``auto`` computes in its graph
     and the doctor's :func:`~diffsim.diagnose` reports for the same samples)."""
     nf, pl, ju, stiff = _raised(e, t)
+    ju = ju | (kink(e, t) & ~nf)  # a kink is answered as a jump is: the mixed estimate
     return choose(e, nf, pl, ju, stiff & ~nf, jnp.zeros((), bool), pending(e, t))

@@ -56,3 +56,36 @@ def test_benchmark_summary_table_is_the_record():
                 assert abs(float(m[3]) - t / best) <= 0.03 * t / best + 0.05, (cells[0], n, cell)
             checked += 1
     assert checked == len(ROWS) * len(sizes)
+
+
+def _battery_rows(text: str, first_name: str) -> list[list[str]]:
+    """The rows of the validation table that starts with the case ``first_name``."""
+    start = text.index(f"| {first_name} |")
+    rows = []
+    for line in text[start:].splitlines():
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+def test_battery_counts_and_tables_are_the_battery():
+    """The doctor's case counts in the README and the docs, and the validation tables' cases
+    and expected flags, are ``diffsim.doctor.cases()`` and ``held_out_cases()`` (issue 24:
+    the README said 34 cases where ``--battery`` ran 22)."""
+    from diffsim.doctor import cases, held_out_cases
+
+    calibration, held = cases(), held_out_cases()
+    n, c, h = len(calibration) + len(held), len(calibration), len(held)
+    readme = (ROOT / "README.md").read_text()
+    assert f"{n} cases whose answer the\n  physics knows ({c} calibration, {h} held out" in readme
+    assert f"({n} cases, {h} of them held out)" in (ROOT / "docs/concepts/doctor.md").read_text()
+    validation = (ROOT / "docs/validation.md").read_text()
+    assert f"\n{c} cases: 0 false alarms, 0 misses, 0 wrong verdicts" in validation
+    assert f"The {h} cases below" in validation
+    for battery in (calibration, held):
+        rows = _battery_rows(validation, battery[0].name)
+        assert [r[0] for r in rows] == [case.name for case in battery]
+        for r, case in zip(rows, battery):
+            expected = ", ".join(sorted(case.expected)) or "—"
+            assert r[1] == expected, (case.name, r[1], expected)

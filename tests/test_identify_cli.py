@@ -76,6 +76,11 @@ def test_record_then_identify_bouncing_ball(tmp_path):
             ["--system", "nonlinear-spring", "--fit", "m,k,c", "--set", "k3=0"],
             "do not determine m, k at",
         ),
+        (["--system", "nonlinear-spring", "--fit", "k", "--shooting", "-1"], "--shooting must be"),
+        (
+            ["--system", "nonlinear-spring", "--fit", "k", "--shooting", "100"],
+            "shooting must be fewer steps than the recordings' T = 100",
+        ),
         (["--system", "pendulum", "--fit", "damping"], "qpos"),  # fine: a 1-D state
     ],
 )
@@ -124,3 +129,25 @@ def test_record_bad_input(tmp_path):
         app, ["identify", "--system", "bounce", "--data", str(tmp_path / "none.npz"), "--fit", "e"]
     )
     assert out.exit_code == 2 and "not found" in out.stderr
+
+
+def test_identify_with_multiple_shooting(tmp_path):
+    """``--shooting 25`` on 1 s of a damped spring (k = 4, c = 0.3, noise-free x and v):
+    4 windows, the truth to 1e-6 relative, and the method says so."""
+    path = tmp_path / "spring.npz"
+    out = runner.invoke(
+        app,
+        ["record", "--system", "nonlinear-spring", "--steps", "100", "--set", "k3=0,c=0.3",
+         "--out", str(path)],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    out = runner.invoke(
+        app,
+        ["identify", "--system", "nonlinear-spring", "--data", str(path), "--fit", "k,c",
+         "--set", "k3=0", "--bounds", "k=0:20,c=0:5", "--start", "k=3,c=0.5",
+         "--shooting", "25", "--json"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    assert got["windows"] == 4 and "multiple shooting (4 windows)" in got["method"]
+    assert got["theta"] == pytest.approx([4.0, 0.3], rel=1e-6), got

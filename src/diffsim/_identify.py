@@ -58,6 +58,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from ._checks import check_int, is_concrete
 from ._rollout import rollout
@@ -616,6 +617,8 @@ class IdentifyResult:
     jacobian_trusted: bool | None
     seconds: float
     history: dict[str, np.ndarray] = field(repr=False)
+    windows: int = 1
+    continuity_defect: float = 0.0
 
     def __repr__(self) -> str:
         lines = [
@@ -633,6 +636,11 @@ class IdentifyResult:
             )
         if self.unidentifiable:
             lines.append(f"  not identifiable from these data: {', '.join(self.unidentifiable)}")
+        if self.windows > 1:
+            lines.append(
+                f"  multiple shooting: {self.windows} windows per recording, largest "
+                f"continuity defect {self.continuity_defect:.3g}"
+            )
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -656,7 +664,10 @@ class IdentifyResult:
             "evaluations": self.evaluations,
             "rollout_equivalents": self.rollout_equivalents,
             "jacobian_trusted": self.jacobian_trusted,
-            "method": f"Levenberg-Marquardt (optimistix), exact {self.jacobian_mode} Jacobian",
+            "windows": self.windows,
+            "continuity_defect": self.continuity_defect,
+            "method": f"Levenberg-Marquardt (optimistix), exact {self.jacobian_mode} Jacobian"
+            + (f", multiple shooting ({self.windows} windows)" if self.windows > 1 else ""),
             "seconds": self.seconds,
         }
 
@@ -753,6 +764,11 @@ class _Problem(eqx.Module):
     num_steps: int = eqx.field(static=True)
     base: Any  # θ with the fixed values
     data: _Data
+    # multiple shooting: windows of `window` steps, whose start states (after the first) are
+    # unknowns after θ's in x; `unravel` maps a flat state back to the step's pytree
+    window: int | None = eqx.field(static=True, default=None)
+    unravel: Any = eqx.field(static=True, default=None)
+    continuity: Any = 1.0
 
     def theta_of(self, x):
         theta = dict(self.base)
@@ -760,16 +776,56 @@ class _Problem(eqx.Module):
             theta[p.field] = jnp.asarray(theta[p.field]).at[p.index].set(x[j])
         return theta
 
+    @property
+    def num_windows(self) -> int:
+        return 1 if self.window is None else -(-self.num_steps // self.window)
+
+    def _windows(self, theta, s0, u, starts):
+        """One recording's windows from s0 and the flat starts (K − 1, n): the predicted
+        observations (T, ·) and the continuity defects (K − 1, n)."""
+        W, K = self.window, self.num_windows
+        assert W is not None
+        flat0, _ = ravel_pytree(s0)
+        first = jnp.concatenate([flat0[None], starts])  # (K, n)
+        pad = K * W - self.num_steps
+        u = jax.tree_util.tree_map(
+            lambda a: jnp.concatenate([a, jnp.zeros((pad,) + a.shape[1:], a.dtype)]).reshape(
+                (K, W) + a.shape[1:]
+            ),
+            u,
+        )
+
+        def window(flat, uk):
+            traj = rollout(self.step, self.unravel(flat), theta, W, inputs=uk,
+                           include_initial=False)  # fmt: skip
+            end = jax.tree_util.tree_map(lambda a: a[-1], traj)
+            return jax.vmap(self.observe)(traj), ravel_pytree(end)[0]
+
+        pred, ends = jax.vmap(window, in_axes=(0, None if u is None else 0))(first, u)
+        pred = {k: v.reshape((K * W,) + v.shape[2:])[: self.num_steps] for k, v in pred.items()}
+        return pred, ends[:-1] - starts
+
     def residuals(self, x):
-        """Weighted residuals (masked samples 0), one flat vector, for physical values x."""
-        theta = self.theta_of(x)
-
-        def one(s0, u):
-            traj = rollout(self.step, s0, theta, self.num_steps, inputs=u, include_initial=False)
-            return jax.vmap(self.observe)(traj)
-
+        """Weighted residuals (masked samples 0), one flat vector, for physical values x
+        (then, with shooting, the continuity defects times ``continuity``)."""
+        p = len(self.params)
+        theta = self.theta_of(x[:p])
         in_axes = (0, None if self.data.inputs is None else 0)
-        pred = jax.vmap(one, in_axes=in_axes)(self.data.s0, self.data.inputs)
+        defects = None
+        if self.window is None:
+
+            def one(s0, u):
+                traj = rollout(self.step, s0, theta, self.num_steps, inputs=u,
+                               include_initial=False)  # fmt: skip
+                return jax.vmap(self.observe)(traj)
+
+            pred = jax.vmap(one, in_axes=in_axes)(self.data.s0, self.data.inputs)
+        else:
+            R = jax.tree_util.tree_leaves(self.data.s0)[0].shape[0]
+            starts = x[p:].reshape(R, self.num_windows - 1, -1)
+            pred, defects = jax.vmap(
+                lambda s0, u, st: self._windows(theta, s0, u, st), in_axes=in_axes + (0,)
+            )(self.data.s0, self.data.inputs, starts)
         out = []
         for k in self.data.observed:
             d = self.data
@@ -777,6 +833,8 @@ class _Problem(eqx.Module):
                 k
             ]
             out.append(jnp.where(d.mask[k], diff, 0.0).ravel())
+        if defects is not None:
+            out.append(self.continuity * defects.ravel())
         return jnp.concatenate(out)
 
 
@@ -786,14 +844,20 @@ class _Fit(eqx.Module):
     hi: Any
     x0: Any
     scale: Any
+    extra0: Any = None  # multiple shooting: the start states' initial guess (flat) ...
+    extra_scale: Any = None  # ... and their scale
 
     def physical(self, z):
-        return jnp.stack(
+        p = len(self.problem.params)
+        theta = jnp.stack(
             [
-                _from_z(p.kind, self.lo[j], self.hi[j], self.x0[j], self.scale[j], z[j])
-                for j, p in enumerate(self.problem.params)
+                _from_z(q.kind, self.lo[j], self.hi[j], self.x0[j], self.scale[j], z[j])
+                for j, q in enumerate(self.problem.params)
             ]
         )
+        if self.extra0 is None:
+            return theta
+        return jnp.concatenate([theta, self.extra0 + self.extra_scale * z[p:]])
 
     def residuals_z(self, z, args):
         return self.problem.residuals(self.physical(z)), None
@@ -865,6 +929,9 @@ def identify(
     atol: float | None = None,
     rank_rtol: float | None = None,
     check_jacobian: bool = True,
+    shooting: int | None = None,
+    state_of: Callable[[Signals], Any] | None = None,
+    continuity_weight: float | None = None,
 ) -> IdentifyResult:
     r"""Fit ``parameters`` of θ so that ``step`` reproduces ``recordings`` (module docstring:
     the least-squares problem, the bounds, the intervals, identifiability).
@@ -892,6 +959,21 @@ def identify(
             and ``message`` say when they disagree (a contact switch inside the
             difference step, a stiff contact the step misses), since the intervals come
             from that Jacobian.
+        shooting: multiple shooting with windows of this many steps (>= 1, fewer than
+            the longest recording's T): each recording is cut into windows, every window
+            after the first starts from a state fitted with θ, and continuity residuals
+            (a window's end state minus the next one's start, times ``continuity_weight``)
+            tie them together. For long or chaotic recordings, where one rollout over the
+            whole recording has a landscape too rough to descend. The intervals are θ's
+            with the start states as nuisance parameters (the θ block of the covariance).
+        state_of: multiple shooting: ``state_of(row) -> state``, the state a recorded row
+            ``{signal: vector}`` (one sample) implies, for the window starts' first guess.
+            Default: the recorded ``qpos`` and ``qvel`` when the recording holds both and
+            ``observe`` is :func:`default_observe`; otherwise (and where a row has a
+            missing sample) the simulation at the start θ, which on a chaotic system is far
+            from the data by the later windows: pass ``state_of`` there.
+        continuity_weight: multiple shooting: the weight of the continuity residuals
+            (state units); default 1000 × the mean weight of the data.
 
     Returns:
         :class:`IdentifyResult`.
@@ -1012,12 +1094,27 @@ def identify(
         Parameter(p.field, p.index, None, p.lower, p.upper, p.label) for p in params
     )
     problem = _Problem(step, observe_recorded, static_params, T, theta, data)
+    x0j = jnp.asarray(x0, dtype)
+    extra0 = extra_scale = None
+    n_extra = 0
+    if shooting is not None:
+        problem, extra0, extra_scale = _shooting_problem(
+            problem, recs, shooting, state_of, continuity_weight, x0j, dtype
+        )
+        n_extra = int(extra0.shape[0])
+        if N <= p_count + n_extra:
+            raise ValueError(
+                f"shooting = {shooting}: the recordings hold {N} observed samples for "
+                f"{p_count} parameters and {n_extra} start-state entries: use longer windows"
+            )
+    n_data = int(sum(int(np.prod(o.shape)) for o in data.observed.values()))
+    x0_all = x0j if extra0 is None else jnp.concatenate([x0j, extra0])
+    labels_all = labels + [f"window start [{i}]" for i in range(n_extra)]
 
     # identifiability at the start
-    x0j = jnp.asarray(x0, dtype)
-    r0, J0 = _jacobian(problem, x0j)
-    _check_finite_jacobian(r0, J0, labels)
-    sv0, V0 = _scaled_svd(np.asarray(J0))
+    r0, J0 = _jacobian(problem, x0_all)
+    _check_finite_jacobian(r0, J0, labels_all)
+    sv0, V0 = _scaled_svd(_theta_block(np.asarray(J0), p_count))
     bad0 = _unidentified(sv0, V0, labels, rank_rtol)
     if bad0:
         raise NotIdentifiableError(
@@ -1032,15 +1129,19 @@ def identify(
 
     # the fit
     z0 = jnp.asarray([_to_z(p, p.start, s) for p, s in zip(params, scale)], dtype)  # type: ignore[arg-type]
+    if n_extra:
+        z0 = jnp.concatenate([z0, jnp.zeros(n_extra, dtype)])
     fit = _Fit(
         problem,
         jnp.asarray([p.lower if math.isfinite(p.lower) else 0.0 for p in params], dtype),
         jnp.asarray([p.upper if math.isfinite(p.upper) else 0.0 for p in params], dtype),
         x0j,
         jnp.asarray(scale, dtype),
+        extra0,
+        extra_scale,
     )
-    # forward mode: one tangent per parameter beats one backward pass per residual
-    jac = "fwd" if p_count <= N else "bwd"
+    # forward mode: one tangent per unknown beats one backward pass per residual
+    jac = "fwd" if p_count + n_extra <= r0.shape[0] else "bwd"
     z, k, ok, hist_z, hist_c = _solve(fit, z0, rtol, atol, max_steps, jac)
     k = int(k)
     x_hat = fit.physical(z)
@@ -1050,22 +1151,26 @@ def identify(
     finite = bool(np.all(np.isfinite(r)) and np.all(np.isfinite(J)) and np.all(np.isfinite(x_hat)))
     if not finite:  # never report NaN: the last finite iterate
         good = np.where(np.isfinite(np.asarray(hist_c[:k])))[0]
-        last = np.asarray(fit.physical(hist_z[good[-1]])) if good.size else x0
+        last = np.asarray(fit.physical(hist_z[good[-1]])) if good.size else np.asarray(x0_all)
         x_hat = np.asarray(last, dtype=float)
         r, J = (np.asarray(a, dtype=float) for a in _jacobian(problem, jnp.asarray(x_hat, dtype)))
-    hist_theta = np.asarray(jax.vmap(fit.physical)(hist_z[:k]))
+    hist_theta = np.asarray(jax.vmap(fit.physical)(hist_z[:k]))[:, :p_count]
     hist_cost = np.asarray(hist_c[:k])
+    starts_hat = x_hat[p_count:]
+    defect = float(np.max(np.abs(r[n_data:]), initial=0.0)) / float(problem.continuity)
+    r = r[:n_data] if n_extra else r  # the data's residuals (the defects are constraints)
+    x_hat = x_hat[:p_count]
 
-    sv, V = _scaled_svd(J)
+    sv, V = _scaled_svd(_theta_block(J, p_count))
     bad = _unidentified(sv, V, labels, rank_rtol)
-    dof = N - p_count
+    dof = N - p_count - n_extra
     s2 = float(r @ r) / dof
     norms = np.linalg.norm(J, axis=0)
     D = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
     _, S, Vt = np.linalg.svd(J * D, full_matrices=False)
     keep = S > rank_rtol * (S[0] if S.size and S[0] > 0 else 1.0)
     inv = (Vt.T[:, keep] / S[keep] ** 2) @ Vt[keep]
-    cov = s2 * (D[:, None] * inv * D[None, :])
+    cov = s2 * (D[:, None] * inv * D[None, :])[:p_count, :p_count]
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     se = np.where([n in bad for n in labels], np.inf, se)
     from scipy import stats  # a dependency of jax
@@ -1083,8 +1188,10 @@ def identify(
     if check_jacobian:
         from .doctor import check_grad  # the doctor's own test, not a second one
 
-        c = jax.random.normal(jax.random.key(0), (r.shape[0],), dtype)
-        trusted = bool(check_grad(_Projected(problem, c), jnp.asarray(x_hat, dtype)).ok)
+        rows = r.shape[0] + (r0.shape[0] - n_data if n_extra else 0)
+        c = jax.random.normal(jax.random.key(0), (rows,), dtype)
+        tail = jnp.asarray(starts_hat, dtype)  # with shooting: θ alone, the starts held
+        trusted = bool(check_grad(_Projected(problem, c, tail), jnp.asarray(x_hat, dtype)).ok)
     if not finite:
         message = "the simulation went non-finite; the last finite iterate is reported"
         ok = False
@@ -1109,7 +1216,7 @@ def identify(
         interval_high=dict(zip(names, map(float, x_hat + tq * se))),
         covariance=cov,
         residual=float(np.sqrt(r @ r / N)),
-        residual_start=float(np.sqrt(float(jnp.sum(r0**2)) / N)),
+        residual_start=float(np.sqrt(float(jnp.sum(r0[:n_data] ** 2)) / N)),
         residual_per_signal=per_signal,
         cost=0.5 * float(r @ r),
         num_samples=N,
@@ -1119,11 +1226,14 @@ def identify(
         message=message,
         iterations=k,
         evaluations=k + 2,
-        rollout_equivalents=(k + 2) * (1 + p_count) + (10 * p_count + 1 if check_jacobian else 0),
+        rollout_equivalents=(k + 2) * (1 + p_count + n_extra)
+        + (10 * p_count + 1 if check_jacobian else 0),
         jacobian_mode={"fwd": "forward-mode", "bwd": "reverse-mode"}[jac],
         jacobian_trusted=trusted,
         seconds=time.perf_counter() - t_start,
         history={"cost": hist_cost, "theta": hist_theta},
+        windows=problem.num_windows,
+        continuity_defect=defect if n_extra else 0.0,
     )
 
 
@@ -1132,8 +1242,11 @@ class _Projected(eqx.Module):
 
     problem: _Problem
     c: Any
+    tail: Any = None  # multiple shooting: the start states, held
 
     def __call__(self, x):
+        if self.tail is not None and self.tail.shape[0]:
+            x = jnp.concatenate([x, self.tail])
         return jnp.dot(self.c, self.problem.residuals(x))
 
 
@@ -1146,6 +1259,97 @@ class _Subset(eqx.Module):
     def __call__(self, state):
         out = self.observe(state)
         return {k: jnp.ravel(jnp.asarray(out[k])) for k in self.keys}
+
+
+def _theta_block(J: np.ndarray, p: int) -> np.ndarray:
+    """θ's columns of J with what the other unknowns (shooting's start states) can explain
+    projected out: the Jacobian whose singular values say what the data pin in θ when the
+    starts are fitted too (the Schur complement of JᵀJ)."""
+    if J.shape[1] == p:
+        return J
+    Jt, Js = J[:, :p], J[:, p:]
+    coef, *_ = np.linalg.lstsq(Js, Jt, rcond=None)
+    return Jt - Js @ coef
+
+
+def _shooting_problem(problem, recs, shooting, state_of, weight, x0, dtype):
+    """The problem cut into windows of ``shooting`` steps, the start states' first guess
+    (flat, recordings × windows after the first × state) and their scale."""
+    T = problem.num_steps
+    W = check_int("shooting", shooting, minimum=1)
+    if W >= T:
+        raise ValueError(
+            f"shooting must be fewer steps than the recordings' T = {T} (one window is "
+            f"single shooting: leave shooting=None), got {W}"
+        )
+    K = -(-T // W)
+    s0_one = jax.tree_util.tree_map(lambda a: a[0], problem.data.s0)
+    flat0, unravel = ravel_pytree(s0_one)
+    if not jnp.issubdtype(flat0.dtype, jnp.inexact):
+        raise ValueError("shooting needs a state of floating-point arrays (its starts are fitted)")
+    theta0 = problem.theta_of(x0)
+    if state_of is None:
+        state_of = _default_state_of(recs[0].s0, problem.observe.observe, recs[0].signals)
+    guesses = []
+    for i, rec in enumerate(recs):
+        traj = rollout(problem.step, rec.s0, theta0, T, inputs=rec.inputs)
+        rows = []
+        for k in range(1, K):
+            t = min(k * W, rec.num_steps)
+            flat = ravel_pytree(jax.tree_util.tree_map(lambda a, t=t: a[t], traj))[0]
+            if state_of is not None:
+                row = {n: np.asarray(v)[t] for n, v in rec.signals.items()}
+                if all(np.all(np.isfinite(v)) for v in row.values()):
+                    try:
+                        flat = ravel_pytree(state_of(row))[0]
+                    except Exception as err:
+                        raise TypeError(
+                            f"state_of failed on recordings[{i}]'s row {t}: {err}"
+                        ) from err
+                    if flat.shape != flat0.shape:
+                        raise ValueError(
+                            f"state_of gives a state of {flat.shape[0]} numbers, the step's "
+                            f"has {flat0.shape[0]}"
+                        )
+            rows.append(np.asarray(flat, dtype=float))
+        guesses.append(np.stack(rows))
+    guess = np.stack(guesses)  # (R, K - 1, n)
+    if not np.all(np.isfinite(guess)):
+        raise ValueError("shooting: the simulation at the start θ is not finite at a window start")
+    scale = np.max(np.abs(guess), axis=(0, 1))
+    scale = np.where(scale > 0, scale, max(float(np.max(scale, initial=0.0)), 1.0))
+    scale = np.broadcast_to(scale, guess.shape).ravel()
+    d = problem.data
+    wsum = sum(float(jnp.sum(jnp.where(d.mask[k], d.weights[k], 0.0))) for k in d.observed)
+    nobs = sum(int(jnp.sum(d.mask[k])) for k in d.observed)
+    if weight is None:
+        weight = 1000.0 * wsum / max(nobs, 1)
+    elif not (math.isfinite(weight) and weight > 0):
+        raise ValueError(f"continuity_weight must be finite and > 0, got {weight}")
+    q = problem
+    shot = _Problem(q.step, q.observe, q.params, T, q.base, q.data, W, unravel,
+                    jnp.asarray(weight, dtype))  # fmt: skip
+    return shot, jnp.asarray(guess.ravel(), dtype), jnp.asarray(scale, dtype)
+
+
+def _default_state_of(s0: Any, observe: Any, signals: Mapping[str, Any]) -> Any:
+    """``row -> state`` when the recording observes the whole state through
+    :func:`default_observe` (``qpos`` and ``qvel`` of an ``(x, v)`` pair or an MJX state),
+    else ``None`` (the window starts are then guessed from the simulation)."""
+    if observe is not default_observe or not {"qpos", "qvel"} <= set(signals):
+        return None
+    if hasattr(s0, "qpos") and hasattr(s0, "qvel") and hasattr(s0, "_replace"):
+        return lambda row: s0._replace(
+            qpos=jnp.asarray(row["qpos"], s0.qpos.dtype),
+            qvel=jnp.asarray(row["qvel"], s0.qvel.dtype),
+        )
+    if isinstance(s0, tuple) and len(s0) == 2:
+        x, v = (jnp.asarray(a) for a in s0)
+        return lambda row: (
+            jnp.reshape(jnp.asarray(row["qpos"], x.dtype), x.shape),
+            jnp.reshape(jnp.asarray(row["qvel"], v.dtype), v.shape),
+        )
+    return None
 
 
 def _fmt(sv) -> str:

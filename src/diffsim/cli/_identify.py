@@ -155,6 +155,12 @@ def identify(
         None, "--signals", help="The recorded signals to fit, e.g. 'qpos' (default: all)."
     ),
     max_steps: int = typer.Option(100, "--max-steps", help="Levenberg–Marquardt steps at most."),
+    shooting: int = typer.Option(
+        0,
+        "--shooting",
+        help="Multiple shooting: windows of this many steps, their starts fitted too (for "
+        "long or chaotic recordings; 0: one rollout over the whole recording).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Fit parameters of a model so that it reproduces a recording: Levenberg–Marquardt with
@@ -163,6 +169,7 @@ def identify(
     from .. import load_recording, parse_parameters
 
     check_count("max-steps", max_steps, 1, MAX_STEPS, "a fit's iterations")
+    check_count("shooting", shooting, 0, 10**6, "a window's steps")
     values = _pairs("--set", set_)
     model = _Model(
         system.value if system is not None else None, mjcf, _fields(fit) + _fields(",".join(values))
@@ -177,7 +184,9 @@ def identify(
         fit, theta, model=model.mj_model, bounds=_bounds(bounds), start=starts
     )
     with progress_bar("identify", 1, 10.0, json_out) as advance:
-        res = fit_model(model.step, rec, theta, params, max_steps=max_steps)
+        res = fit_model(
+            model.step, rec, theta, params, max_steps=max_steps, shooting=shooting or None
+        )
         advance()
     if res.unidentifiable:
         verdict = "not identifiable: " + ", ".join(res.unidentifiable)

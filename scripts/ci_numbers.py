@@ -12,8 +12,9 @@ which reads each step's output and time (DIR: ``NAME.log`` and ``times``, writte
 
 puts the record into the time column of every ``bash scripts/NAME`` row of the tables in
 README.md and docs/development.md, into their headers, and into the sentence between
-``<!-- ci-total -->`` and ``<!-- /ci-total -->``. ``tests/test_ci_numbers.py`` fails when a
-table and the record disagree.
+``<!-- ci-total -->`` and ``<!-- /ci-total -->`` (with ``--conditions TEXT``, noted in the
+record first: how the run was made). ``tests/test_ci_numbers.py`` fails when a table and
+the record disagree.
 """
 
 from __future__ import annotations
@@ -114,9 +115,10 @@ def header_cell(record: dict) -> str:
 
 
 def total_text(record: dict) -> str:
+    conditions = f", {record['conditions']}" if record.get("conditions") else ""
     return (
         f"<!-- ci-total -->{duration(record['total_seconds'])} on {record['machine']}, "
-        f"{record['date']} (`{record['command']}`; record: "
+        f"{record['date']}{conditions} (`{record['command']}`; record: "
         f"[docs/records/ci.json](docs/records/ci.json))<!-- /ci-total -->"
     )
 
@@ -153,12 +155,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--record", type=Path, default=RECORD)
     parser.add_argument("--logs", type=Path, help="write the record from .ci/run's logs")
     parser.add_argument("--write", action="store_true", help="put the record into the pages")
+    parser.add_argument(
+        "--conditions", help="note how the run was made (e.g. other jobs on the cores)"
+    )
     args = parser.parse_args(argv)
     if args.logs is not None:
         record = make_record(args.logs)
         args.record.parent.mkdir(parents=True, exist_ok=True)
         args.record.write_text(json.dumps(record, indent=2) + "\n")
         print(f"ci_numbers: recorded {args.record}: total {duration(record['total_seconds'])}")
+    if args.conditions is not None:
+        record = json.loads(args.record.read_text())
+        record["conditions"] = args.conditions
+        args.record.write_text(json.dumps(record, indent=2) + "\n")
     if args.write:
         record = json.loads(args.record.read_text())
         for page in PAGES:

@@ -131,6 +131,7 @@ def test_record_bad_input(tmp_path):
     assert out.exit_code == 2 and "not found" in out.stderr
 
 
+@pytest.mark.slow
 def test_identify_with_multiple_shooting(tmp_path):
     """``--shooting 25`` on 1 s of a damped spring (k = 4, c = 0.3, noise-free x and v):
     4 windows, the truth to 1e-6 relative, and the method says so."""

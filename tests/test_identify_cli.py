@@ -142,13 +142,13 @@ def test_identify_with_multiple_shooting(tmp_path):
          "--out", str(path)],
     )  # fmt: skip
     assert out.exit_code == 0, out.output
-    out = runner.invoke(
-        app,
-        ["identify", "--system", "nonlinear-spring", "--data", str(path), "--fit", "k,c",
-         "--set", "k3=0", "--bounds", "k=0:20,c=0:5", "--start", "k=3,c=0.5",
-         "--shooting", "25", "--json"],
-    )  # fmt: skip
+    args = ["identify", "--system", "nonlinear-spring", "--data", str(path), "--fit", "k,c",
+            "--set", "k3=0", "--bounds", "k=0:20,c=0:5", "--start", "k=3,c=0.5",
+            "--shooting", "25", "--json"]  # fmt: skip
+    out = runner.invoke(app, args)
     assert out.exit_code == 0, out.output
     got = json.loads(out.stdout)
     assert got["windows"] == 4 and "multiple shooting (4 windows)" in got["method"]
     assert got["theta"] == pytest.approx([4.0, 0.3], rel=1e-6), got
+    out = runner.invoke(app, args[:-1])  # the table: the cut is said
+    assert out.exit_code == 0 and "multiple shooting: 4 windows per recording" in out.stdout

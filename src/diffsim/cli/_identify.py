@@ -217,6 +217,11 @@ def identify(
         f"rollouts with Jacobians ({res.rollout_equivalents} rollout-equivalents), "
         f"{res.seconds:.2f} s"
     )
+    if res.windows > 1:
+        console.print(
+            f"multiple shooting: {res.windows} windows per recording, largest continuity "
+            f"defect {res.continuity_defect:.3g}"
+        )
 
 
 @app.command()

@@ -214,6 +214,7 @@ def _hinge(th):
     return jnp.abs(th[0]) + 0.5 * th[0] + (th[1] - 1.0) ** 2
 
 
+@pytest.mark.slow
 def test_a_kink_at_theta_is_flagged():
     """|θ₀| + θ₀/2 + (θ₁ − 1)² at θ₀ = 0: autodiff returns one side's slope (1.5; the
     other is −0.5). The one-sided differences change by exactly 2 at every small step, so

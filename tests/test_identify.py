@@ -210,6 +210,7 @@ def test_not_converged_reports_the_last_finite_iterate():
 # --- multiple shooting -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_multiple_shooting_recovers_the_truth_with_continuous_windows():
     """A Duffing spring (k, c from 3 s of noise-free x and v), cut into 6 windows of 50
     steps whose starts are fitted too: θ to 1e-9 relative, every window's end meets the

@@ -174,6 +174,7 @@ def test_gradients_are_looked_up_by_name(model):
     assert float(estimator_for("zeroth", 0.5, 8).sigma) == 0.5
 
 
+@pytest.mark.slow  # the default suite's budget (10 min on 2 cores): measured ~30-45 s alone
 def test_smoothed_curve_is_the_librarys_gaussian_smoothing(model):
     # the dashed curve and the reference slope are wall_study.gaussian_smoothed_loss ...
     gaussian, _ = model.curves(1.0, 0.3)
@@ -300,6 +301,7 @@ def test_moving_v0_patches_only_the_point_and_slopes(callbacks, model):
     assert isinstance(full[0], dict) and full[5]["sigma"] == 0.5
 
 
+@pytest.mark.slow  # the default suite's budget (10 min on 2 cores): measured ~30-45 s alone
 def test_doctor_panel_is_the_librarys_diagnosis(callbacks, model):
     from diffsim import diagnose
 

@@ -115,6 +115,7 @@ def test_theta_unknown_names_and_wrong_shapes_name_the_field():
 # ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the default suite's budget (10 min on 2 cores): measured ~30-45 s alone
 def test_free_flight_rollout_jacobian_is_semi_implicit_euler():
     """∂(x_T, v_T)/∂(x_0, v_0) = [[I, T h I], [0, I]] for the ball's linear coordinates,
     by the autodiff route, in float32: T h = 0.5 to float32 round-off (T·eps)."""

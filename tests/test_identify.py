@@ -59,7 +59,7 @@ def test_mass_spring_damper_noise_free():
     assert res.residual < 1e-8 < res.residual_start
     assert res.unidentifiable == ()
     assert res.evaluations == res.iterations + 2
-    assert res.rollout_equivalents == res.evaluations * 3 + 21  # + the doctor's check
+    assert res.rollout_equivalents == res.evaluations * 3 + 2 * 21  # + the doctor's checks
     assert res.jacobian_trusted is True
     # the history starts at the start and its cost never rises (accepted iterates)
     assert res.history["theta"].shape == (res.iterations, 2)
@@ -227,7 +227,7 @@ def test_multiple_shooting_recovers_the_truth_with_continuous_windows():
     )
     assert "multiple shooting: 6 windows" in repr(res)
     # 2 parameters and 5 starts of 2 numbers: one tangent each per evaluation
-    assert res.rollout_equivalents == res.evaluations * (1 + 2 + 10) + 10 * 2 + 1
+    assert res.rollout_equivalents == res.evaluations * (1 + 2 + 10) + 2 * (10 * 2 + 1)
 
 
 @pytest.mark.slow
@@ -257,12 +257,22 @@ def test_multiple_shooting_fits_a_chaotic_recording_single_shooting_cannot():
     dp = double_pendulum(h=0.01)
     rec = simulate_recording(dp.step, dp.s0, dp.theta, 2000, noise=1e-3, key=jax.random.key(0))
     start = {"g": jnp.array(9.0)}
-    single = identify(dp.step, rec, start, "g", bounds={"g": (0, 30)}, check_jacobian=False)
+    single = identify(dp.step, rec, start, "g", bounds={"g": (0, 30)}, trust="off")
     assert abs(single.theta["g"] - 9.81) > 0.5 and single.residual > 100 * 1e-3, single
     shot = identify(dp.step, rec, start, "g", bounds={"g": (0, 30)}, shooting=50)
     assert shot.converged and abs(shot.theta["g"] - 9.81) < 1e-4, shot
     assert shot.interval_low["g"] < 9.81 < shot.interval_high["g"], shot
     assert abs(shot.residual - 1e-3) < 1e-4 and shot.continuity_defect < 1e-4, shot
+    # the fit as a user runs it (trust="act", no windows chosen): the doctor's check at the
+    # start fails, and the fit switches to the longest windows whose Jacobian it trusts
+    # (T/4 = 500, T/16 = 125, T/64 = 31 tried: the longest that the doctor trusts and
+    # whose residuals stay nearly linear 5 % away; where those do not converge within
+    # max_steps, the next shorter from their estimate — measured: 125, then 31)
+    auto = identify(dp.step, rec, start, "g", bounds={"g": (0, 30)})
+    assert auto.actions and "multiple shooting" in auto.actions[0], auto
+    assert auto.windows > 1 and auto.jacobian == "exact", auto
+    assert auto.converged and abs(auto.theta["g"] - 9.81) < 1e-4, auto
+    assert auto.interval_low["g"] < 9.81 < auto.interval_high["g"], auto
 
 
 def test_multiple_shooting_bad_input():
@@ -343,10 +353,9 @@ def test_public_names_exported():
         assert name in diffsim.__all__
 
 
-def test_a_wrong_jacobian_is_reported_not_trusted():
+def _half_slope_spring():
     """A user step whose derivative lacks half a term (value k·x, derivative ½ x through
-    ``stop_gradient``): the doctor's check at θ̂ disagrees with central differences, and the
-    result says its intervals rest on a Jacobian it does not trust."""
+    ``stop_gradient``), its recording at k = 4 and the start k = 3."""
     h = 0.01
 
     def step(s, th):
@@ -356,8 +365,62 @@ def test_a_wrong_jacobian_is_reported_not_trusted():
         return (x + h * v, v)
 
     s0 = (jnp.array(1.0), jnp.array(0.0))
-    rec = simulate_recording(step, s0, {"k": jnp.array(4.0)}, 300)
-    res = identify(step, rec, {"k": jnp.array(3.0)}, "k", bounds={"k": (0, 20)})
-    assert res.jacobian_trusted is False
-    assert "does not trust" in res.message
+    return step, simulate_recording(step, s0, {"k": jnp.array(4.0)}, 300), {"k": jnp.array(3.0)}
+
+
+def test_a_wrong_jacobian_is_reported_not_trusted():
+    """trust="report": the doctor's check at θ̂ disagrees with central differences, and the
+    result says its intervals rest on a Jacobian it does not trust."""
+    step, rec, start = _half_slope_spring()
+    res = identify(step, rec, start, "k", bounds={"k": (0, 20)}, trust="report")
+    assert res.jacobian_trusted is False and res.actions == ()
+    assert "does not trust" in res.message and "does not trust" in repr(res)
     assert math.isfinite(res.theta["k"])
+
+
+@pytest.mark.slow
+def test_a_wrong_jacobian_is_replaced_by_the_smoothed_one():
+    """trust="act" (the default): the check fails at the start, no window length mends it
+    (the error is in the step, not the horizon), so the fit switches to the smoothed
+    Jacobian, whose column is a Gaussian average of central differences: it reaches the
+    truth (noise-free data: 1e-6 relative) and says the intervals come from it."""
+    step, rec, start = _half_slope_spring()
+    res = identify(step, rec, start, "k", bounds={"k": (0, 20)})
+    assert res.jacobian == "smoothed" and len(res.actions) == 1, res
+    assert "smoothed Jacobian" in res.actions[0] and "at the start" in res.actions[0]
+    assert res.jacobian_trusted is False and "come from the smoothed Jacobian" in res.message
+    assert res.converged and abs(res.theta["k"] - 4.0) < 4e-6, res
+    assert res.as_dict()["method"].startswith("Levenberg-Marquardt (optimistix), smoothed")
+
+
+def test_a_plateau_is_fitted_with_the_smoothed_jacobian():
+    """A stiffness read through a quantiser (steps of 0.25): the exact derivative is 0
+    everywhere, so the exact Jacobian is rank-deficient at the start (trust="report":
+    NotIdentifiableError), while moving k by its 5 % smoothing scale changes the data. With
+    trust="act" the fit switches to the smoothed Jacobian and lands on the truth's stair:
+    the data are reproduced exactly for k in [3.875, 4.125)."""
+    h = 0.01
+
+    def step(s, th):
+        k = jnp.round(4.0 * th["k"]) / 4.0
+        x, v = s
+        v = v - h * (k * x + 0.3 * v)
+        return (x + h * v, v)
+
+    s0 = (jnp.array(1.0), jnp.array(0.0))
+    rec = simulate_recording(step, s0, {"k": jnp.array(4.0)}, 150)
+    start = {"k": jnp.array(2.9)}
+    with pytest.raises(NotIdentifiableError, match="do not determine k"):
+        identify(step, rec, start, "k", bounds={"k": (0, 20)}, trust="report")
+    res = identify(step, rec, start, "k", bounds={"k": (0, 20)})
+    assert res.jacobian == "smoothed" and "a plateau" in res.actions[0], res
+    assert 3.875 <= res.theta["k"] < 4.125, res
+    assert res.residual < 1e-12, res
+    assert all(math.isfinite(v) for v in (res.interval_low["k"], res.interval_high["k"]))
+
+
+def test_trust_must_be_one_of_its_values():
+    sys = damped_spring()
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 20)
+    with pytest.raises(ValueError, match="trust must be one of 'act', 'report', 'off'"):
+        identify(sys.step, rec, sys.theta, "k", trust="yes")

@@ -77,6 +77,7 @@ def test_constant_acceleration_closed_form(name):
     np.testing.assert_allclose(x, exact + offset, rtol=1e-12)
 
 
+@pytest.mark.slow  # the default suite's budget (10 min on 2 cores): measured ~30-45 s alone
 def test_implicit_euler_solves_the_nonlinear_equation_and_its_ift_gradient():
     sys = pendulum(h=0.2, angle0=2.0, omega0=1.0, integrator=ImplicitEuler)
     x1, v1 = sys.step(sys.s0, sys.theta)

@@ -104,6 +104,7 @@ def test_doctor_trusted_iff_auto_exact_and_auto_uses_the_recommendation(name):
     print(name, dict(_property(name, CASES[name][3])))
 
 
+@pytest.mark.slow  # the 80-point wall case covers it; the default suite keeps test_user_sigma_is_used_by_both
 def test_one_verdict_on_the_wall_quick():
     """The same property at 16 random launch speeds (the default suite's share)."""
     _property("wall", 16)

@@ -21,6 +21,10 @@ def _python_blocks(path: pathlib.Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
 
 
+HEAVY_PAGES = {"estimators.md"}
+"""Pages whose examples take most of a minute on 2 cores: run in scripts/test-slow."""
+
+
 def test_readme_python_blocks_run():
     blocks = _python_blocks(README)
     assert blocks, "README has no python example"
@@ -30,7 +34,11 @@ def test_readme_python_blocks_run():
 
 @pytest.mark.parametrize(
     "page",
-    [p for p in PAGES if _python_blocks(p)],
+    [
+        pytest.param(p, marks=pytest.mark.slow) if p.name in HEAVY_PAGES else p
+        for p in PAGES
+        if _python_blocks(p)
+    ],
     ids=lambda p: str(p.relative_to(ROOT)),
 )
 def test_docs_python_blocks_run(page):

@@ -46,6 +46,7 @@ residual and is not counted in N.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 import re
@@ -67,6 +68,9 @@ Signals = dict[str, Any]
 
 CONFIDENCE = 0.95
 """The level of :attr:`IdentifyResult.interval_low` / ``interval_high``."""
+
+TRUST = ("act", "report", "off")
+"""What :func:`identify` may do about the doctor's check of the exact Jacobian."""
 
 FILE_SIGNALS = ("qpos", "qvel", "sensordata")
 """Signals a recording file may hold (besides ``time`` and ``ctrl``), MuJoCo's names."""
@@ -575,12 +579,17 @@ class IdentifyResult:
         converged: whether Levenberg–Marquardt met its tolerances within ``max_steps``.
         message: why it stopped.
         iterations: solver steps; ``evaluations``: rollouts (of all recordings) with
-            their Jacobians (one per step, one at the start, one at θ̂);
-            ``rollout_equivalents``: evaluations × (1 + p) (one per forward-mode tangent),
-            plus the Jacobian check's 10·p rollouts and one gradient.
+            their Jacobians (one per step, one at the start and one at θ̂ of each solve);
+            ``rollout_equivalents``: evaluations × (1 + p + #starts) (one per forward-mode
+            tangent; the smoothed Jacobian adds 2·M·p rollouts), plus 10·p + 1 for each of
+            the doctor's checks.
         jacobian_mode, seconds: how the Jacobian was computed, and the wall time.
         jacobian_trusted: whether the doctor's finite-difference check agreed with the
             exact Jacobian at θ̂ (``None``: not checked).
+        actions: what the fit did because the doctor did not trust the exact Jacobian
+            (``trust="act"``): switched to multiple shooting or to the smoothed Jacobian,
+            where and why; ``jacobian``: ``"exact"`` or ``"smoothed"``, the Jacobian the
+            last solve and the intervals used.
         history: ``{"cost": (k,), "theta": (k, p)}``: the accepted iterates.
 
     Example:
@@ -619,11 +628,14 @@ class IdentifyResult:
     history: dict[str, np.ndarray] = field(repr=False)
     windows: int = 1
     continuity_defect: float = 0.0
+    actions: tuple[str, ...] = ()
+    jacobian: str = "exact"
 
     def __repr__(self) -> str:
         lines = [
             f"IdentifyResult({'converged' if self.converged else 'NOT converged'}: "
-            f"{self.message}; {self.iterations} iterations, {self.evaluations} evaluations, "
+            f"{self.message.split('; ')[0]}; {self.iterations} iterations, "
+            f"{self.evaluations} evaluations, "
             f"{self.seconds:.2f} s)",
             f"  residual RMS {self.residual:.4g} (start {self.residual_start:.4g}), "
             f"N = {self.num_samples}",
@@ -636,6 +648,17 @@ class IdentifyResult:
             )
         if self.unidentifiable:
             lines.append(f"  not identifiable from these data: {', '.join(self.unidentifiable)}")
+        for a in self.actions:
+            lines.append(f"  the doctor: {a}")
+        if self.jacobian_trusted is False:
+            lines.append(
+                "  the exact Jacobian at the estimate disagrees with finite differences: "
+                + (
+                    "the intervals come from the smoothed Jacobian"
+                    if self.jacobian == "smoothed"
+                    else "the intervals rest on a Jacobian the doctor does not trust"
+                )
+            )
         if self.windows > 1:
             lines.append(
                 f"  multiple shooting: {self.windows} windows per recording, largest "
@@ -666,7 +689,14 @@ class IdentifyResult:
             "jacobian_trusted": self.jacobian_trusted,
             "windows": self.windows,
             "continuity_defect": self.continuity_defect,
-            "method": f"Levenberg-Marquardt (optimistix), exact {self.jacobian_mode} Jacobian"
+            "actions": list(self.actions),
+            "jacobian": self.jacobian,
+            "method": "Levenberg-Marquardt (optimistix), "
+            + (
+                "smoothed Jacobian (zeroth-order, Gaussian)"
+                if self.jacobian == "smoothed"
+                else f"exact {self.jacobian_mode} Jacobian"
+            )
             + (f", multiple shooting ({self.windows} windows)" if self.windows > 1 else ""),
             "seconds": self.seconds,
         }
@@ -769,6 +799,11 @@ class _Problem(eqx.Module):
     window: int | None = eqx.field(static=True, default=None)
     unravel: Any = eqx.field(static=True, default=None)
     continuity: Any = 1.0
+    # a smoothed Jacobian (the fit's remedy when the doctor does not trust the exact one):
+    # θ's columns are the Gaussian-smoothed residuals' Jacobian, estimated from the fixed
+    # antithetic draws `smooth_eps` (M, p) at the scales `smooth_sigma` (p,)
+    smooth_eps: Any = None
+    smooth_sigma: Any = None
 
     def theta_of(self, x):
         theta = dict(self.base)
@@ -807,7 +842,47 @@ class _Problem(eqx.Module):
 
     def residuals(self, x):
         """Weighted residuals (masked samples 0), one flat vector, for physical values x
-        (then, with shooting, the continuity defects times ``continuity``)."""
+        (then, with shooting, the continuity defects times ``continuity``); differentiated
+        exactly, or through :meth:`smoothed_jacobian` in θ's columns when smoothing is set."""
+        if self.smooth_eps is None:
+            return self.exact_residuals(x)
+        p = len(self.params)
+
+        @jax.custom_jvp
+        def r(x):
+            return self.exact_residuals(x)
+
+        @r.defjvp
+        def r_jvp(primals, tangents):
+            (x,), (dx,) = primals, tangents
+            y = self.exact_residuals(x)
+            dy = self.smoothed_jacobian(x) @ dx[:p]
+            if x.shape[0] > p:  # shooting's start states: their exact columns
+                dy = dy + jax.jvp(self.exact_residuals, (x,), (dx.at[:p].set(0.0),))[1]
+            return y, dy
+
+        return r(x)
+
+    def smoothed_jacobian(self, x):
+        r"""θ's columns of the smoothed residuals' Jacobian: column j is
+        :math:`\partial_{θ_j} \mathbb E_w[r(θ + w\,e_j)]`, w ~ N(0, σ_j²), estimated as
+        :math:`\frac1{2Mσ_j}\sum_i (r(θ + σ_jε_{ji}e_j) - r(θ - σ_jε_{ji}e_j))\,ε_{ji}` over
+        the fixed draws ε (p, M) (common random numbers: the same draws at every θ, so the
+        fit sees one deterministic Jacobian field). One parameter at a time: a parameter
+        with no effect gets an exactly zero column, not the others' sampling noise."""
+        p = len(self.params)
+        eps, sig = self.smooth_eps, self.smooth_sigma
+
+        def column(j, e_j, s_j):
+            def diff(e):
+                d = jnp.zeros_like(x).at[j].set(s_j * e)
+                return (self.exact_residuals(x + d) - self.exact_residuals(x - d)) * e
+
+            return jnp.mean(jax.vmap(diff)(e_j), axis=0) / (2 * s_j)
+
+        return jax.vmap(column, out_axes=1)(jnp.arange(p), eps, sig)
+
+    def exact_residuals(self, x):
         p = len(self.params)
         theta = self.theta_of(x[:p])
         in_axes = (0, None if self.data.inputs is None else 0)
@@ -928,7 +1003,7 @@ def identify(
     rtol: float | None = None,
     atol: float | None = None,
     rank_rtol: float | None = None,
-    check_jacobian: bool = True,
+    trust: str = "act",
     shooting: int | None = None,
     state_of: Callable[[Signals], Any] | None = None,
     continuity_weight: float | None = None,
@@ -953,12 +1028,23 @@ def identify(
             and the residual change); default 1e-8 in float64, 1e-5 in float32.
         rank_rtol: relative singular value below which a direction is not identified;
             default 10·√ε (1.5e-7 in float64, 3.5e-3 in float32).
-        check_jacobian: at θ̂, compare the exact Jacobian with central finite differences
-            through the doctor (:func:`diffsim.check_grad` of a fixed random projection
-            :math:`c^\top r(θ)`: 10·p more rollouts); the result's ``jacobian_trusted``
-            and ``message`` say when they disagree (a contact switch inside the
-            difference step, a stiff contact the step misses), since the intervals come
-            from that Jacobian.
+        trust: what the fit does about the doctor's check of the exact Jacobian
+            (:func:`diffsim.check_grad` of a fixed random projection :math:`c^\top r(θ)`
+            against central finite differences: 10·p rollouts and a gradient per check).
+            ``"act"`` (default): checked at the start and at θ̂; where it is not trusted
+            (a contact switch inside the difference step, a stiff or chaotic response)
+            the fit switches — once — to multiple shooting with the longest windows
+            (T/4, T/16, T/64 steps) whose Jacobian the doctor trusts, when the recordings
+            give the window starts (``state_of``, or recorded ``qpos`` and ``qvel``) and
+            ``shooting`` was not chosen, else to the smoothed Jacobian (each parameter's
+            residuals smoothed by a Gaussian of :data:`SMOOTHING_SCALE` of its value,
+            estimated from :data:`SMOOTHING_DRAWS` fixed antithetic draws); a fit that
+            found it at θ̂ then runs again from θ̂. Where the exact Jacobian is
+            rank-deficient at the start but the smoothed one is not (a plateau), it
+            switches to the smoothed Jacobian instead of raising
+            :class:`NotIdentifiableError`. The result's ``actions`` and ``message`` say
+            what was done. ``"report"``: checked at θ̂ only, nothing changed.
+            ``"off"``: no check (``jacobian_trusted`` is ``None``).
         shooting: multiple shooting with windows of this many steps (>= 1, fewer than
             the longest recording's T): each recording is cut into windows, every window
             after the first starts from a state fitted with θ, and continuity residuals
@@ -1021,6 +1107,8 @@ def identify(
     if len(set(labels)) != len(labels):
         raise ValueError(f"parameters must be distinct, got {labels}")
     max_steps = check_int("max_steps", max_steps, minimum=1)
+    if trust not in TRUST:
+        raise ValueError(f"trust must be one of {', '.join(map(repr, TRUST))}, got {trust!r}")
     dtype = jnp.result_type(float)
     eps = float(jnp.finfo(dtype).eps)
     rtol = (1e-8 if eps < 1e-10 else 1e-5) if rtol is None else float(rtol)
@@ -1111,11 +1199,29 @@ def identify(
     x0_all = x0j if extra0 is None else jnp.concatenate([x0j, extra0])
     labels_all = labels + [f"window start [{i}]" for i in range(n_extra)]
 
-    # identifiability at the start
+    # identifiability at the start: the exact Jacobian's; where it is rank-deficient but the
+    # smoothed one is not (a plateau: zero derivative where moving θ does change the data),
+    # the fit acts on it with the smoothed Jacobian
+    actions: list[str] = []
+    checks = [0, 0]  # the doctor's checks run (10·p rollouts and a gradient each); rollouts
     r0, J0 = _jacobian(problem, x0_all)
     _check_finite_jacobian(r0, J0, labels_all)
     sv0, V0 = _scaled_svd(_theta_block(np.asarray(J0), p_count))
     bad0 = _unidentified(sv0, V0, labels, rank_rtol)
+    if bad0 and trust == "act":
+        smoothed = _smoothed(problem, x0, dtype)
+        _, Js = _jacobian(smoothed, x0_all)
+        svs, Vs = _scaled_svd(_theta_block(np.asarray(Js), p_count))
+        # a clear margin: smoothing itself decorrelates parameters that act only together
+        # (m and k through k/m) by O(σ²) = 0.25 %, which must not count as identified
+        clear = max(rank_rtol, SMOOTHING_SCALE)
+        if np.all(np.isfinite(np.asarray(Js))) and not _unidentified(svs, Vs, labels, clear):
+            actions.append(
+                f"at the start the exact Jacobian does not see {', '.join(bad0)} (a plateau: "
+                f"zero derivative, while the data change within {SMOOTHING_SCALE:.0%} of each "
+                "parameter): switched to the smoothed Jacobian"
+            )
+            problem, bad0 = smoothed, ()
     if bad0:
         raise NotIdentifiableError(
             f"the recordings do not determine {', '.join(bad0)} at the start (relative "
@@ -1127,36 +1233,127 @@ def identify(
             tuple(sv0),
         )
 
-    # the fit
-    z0 = jnp.asarray([_to_z(p, p.start, s) for p, s in zip(params, scale)], dtype)  # type: ignore[arg-type]
-    if n_extra:
-        z0 = jnp.concatenate([z0, jnp.zeros(n_extra, dtype)])
-    fit = _Fit(
-        problem,
-        jnp.asarray([p.lower if math.isfinite(p.lower) else 0.0 for p in params], dtype),
-        jnp.asarray([p.upper if math.isfinite(p.upper) else 0.0 for p in params], dtype),
-        x0j,
-        jnp.asarray(scale, dtype),
-        extra0,
-        extra_scale,
-    )
-    # forward mode: one tangent per unknown beats one backward pass per residual
-    jac = "fwd" if p_count + n_extra <= r0.shape[0] else "bwd"
-    z, k, ok, hist_z, hist_c = _solve(fit, z0, rtol, atol, max_steps, jac)
-    k = int(k)
-    x_hat = fit.physical(z)
-    r, J = _jacobian(problem, x_hat)
-    r, J = np.asarray(r, dtype=float), np.asarray(J, dtype=float)
+    def exact_trusted(prob, x_all) -> bool:
+        """The doctor's check (:func:`diffsim.check_grad`) of the exact Jacobian at x: θ's
+        columns, through a fixed random projection of the residuals (shooting's starts held)."""
+        from .doctor import check_grad  # the doctor's own test, not a second one
+
+        checks[0] += 1
+        rows = int(jax.eval_shape(prob.exact_residuals, x_all).shape[0])
+        c = jax.random.normal(jax.random.key(0), (rows,), dtype)
+        proj = _Projected(prob, c, jnp.asarray(x_all[p_count:], dtype))
+        return bool(check_grad(proj, jnp.asarray(x_all[:p_count], dtype)).ok)
+
+    def shorter_windows(prob, x_theta, where: str, below: int):
+        """Multiple shooting with the longest windows, of T/4, T/16 and T/64 steps (and
+        fewer than ``below``), whose exact Jacobian the doctor trusts and which stay nearly
+        linear 5 % away — when the recordings give the window starts and the user chose no
+        windows; ``None`` when none qualifies."""
+        so = state_of or _default_state_of(recs[0].s0, observe_recorded.observe, recs[0].signals)
+        if shooting is not None or so is None:
+            return None
+        T_ = prob.num_steps
+        for W in (T_ // 4, T_ // 16, T_ // 64):
+            if W >= below:
+                continue
+            if W < MIN_AUTO_WINDOW:
+                break
+            shot, e0, es = _shooting_problem(prob, recs, W, so, continuity_weight,
+                                             jnp.asarray(x_theta, dtype), dtype)  # fmt: skip
+            if N <= p_count + int(e0.shape[0]):
+                break
+            x_all = jnp.concatenate([jnp.asarray(x_theta, dtype), e0])
+            if exact_trusted(shot, x_all) and _nearly_linear(shot, x_all, checks):
+                return shot, e0, es, (
+                    f"{where}: over windows of {W} steps the doctor trusts the exact Jacobian "
+                    f"and it predicts the residuals {SMOOTHING_SCALE:.0%} away: switched to "
+                    f"multiple shooting ({shot.num_windows} windows per recording)"
+                )  # fmt: skip
+        return None
+
+    def remedy(prob, x_theta, where: str):
+        """What the fit does when the doctor does not trust the exact Jacobian at x_theta:
+        :func:`shorter_windows`, else the smoothed Jacobian. Returns the new problem, its
+        start states' guess and scale (shooting) and the action's text."""
+        where = f"{where} the exact Jacobian disagrees with central finite differences"
+        shot = shorter_windows(prob, x_theta, where + " (diffsim.check_grad)", prob.num_steps)
+        if shot is not None:
+            return shot
+        e0 = None if prob.window is None else extra0
+        es = None if prob.window is None else extra_scale
+        return _smoothed(prob, x_theta, dtype), e0, es, (
+            f"{where} (diffsim.check_grad; e.g. a contact switch within the difference step, "
+            f"a stiff or chaotic response): switched to the smoothed Jacobian (each "
+            f"parameter's residuals smoothed by a Gaussian of {SMOOTHING_SCALE:.0%} of its "
+            f"value, {SMOOTHING_DRAWS} antithetic draws)"
+        )  # fmt: skip
+
+    single = problem  # before any remedy: what shorter windows are cut from
+    if trust == "act" and not actions and not exact_trusted(problem, x0_all):
+        problem, extra0, extra_scale, note = remedy(problem, x0, "at the start")
+        actions.append(note)
+
+    # the fit; then, with trust="act": when the doctor does not trust the exact Jacobian at
+    # the estimate and nothing was done yet, the remedy and a fit from there; when windows
+    # the fit chose itself did not converge, shorter ones from there
+    fit_runs: list[tuple[Any, ...]] = []
+    x_theta_start = np.asarray(x0, dtype=float)
+    trusted: bool | None = None
+    while True:
+        n_extra = 0 if extra0 is None else int(extra0.shape[0])
+        if N <= p_count + n_extra:
+            raise ValueError(
+                f"shooting = {problem.window}: the recordings hold {N} observed samples "
+                f"for {p_count} parameters and {n_extra} start-state entries: use longer "
+                "windows"
+            )
+        run = _fit_run(problem, params, x_theta_start, x0j, scale, extra0, extra_scale, dtype,
+                       rtol, atol, max_steps)  # fmt: skip
+        fit_runs.append(run)
+        x_hat_all = run[0]
+        x_theta_start = np.asarray(x_hat_all[:p_count], dtype=float)
+        trusted = None if trust == "off" else exact_trusted(problem, x_hat_all)
+        if trust != "act":
+            break
+        if trusted is False and not actions:
+            problem, extra0, extra_scale, note = remedy(problem, x_theta_start, "at the estimate")
+            actions.append(note + ", and fitted again from the estimate")
+            continue
+        exact = dataclasses.replace(problem, smooth_eps=None, smooth_sigma=None)
+        if (
+            trusted
+            and problem.smooth_eps is not None
+            and run[3]
+            and _full_rank(exact, x_hat_all, p_count, labels, rank_rtol)
+        ):
+            # the smoothed Jacobian brought the fit where the exact one is trusted (and not
+            # flat): finish with it, so the estimate and its intervals are the exact problem's
+            problem = exact
+            actions.append(
+                "at the estimate the doctor trusts the exact Jacobian: fitted again from "
+                "there with it (the estimate and its intervals use the exact Jacobian)"
+            )
+            continue
+        if not run[2] and run[3] and shooting is None and problem.window is not None:
+            shot = shorter_windows(
+                single,
+                x_theta_start,
+                f"windows of {problem.window} steps did not converge in max_steps",
+                problem.window,
+            )
+            if shot is not None:
+                problem, extra0, extra_scale, note = shot
+                actions.append(note + ", and fitted again from their estimate")
+                continue
+        break
+
+    x_hat, _, ok, finite, jac = fit_runs[-1][:5]
+    k_total = sum(run[1] for run in fit_runs)
+    hist_theta = np.concatenate([run[5] for run in fit_runs])
+    hist_cost = np.concatenate([run[6] for run in fit_runs])
+    n_extra = 0 if extra0 is None else int(extra0.shape[0])
+    r, J = (np.asarray(a, dtype=float) for a in _jacobian(problem, jnp.asarray(x_hat, dtype)))
     x_hat = np.asarray(x_hat, dtype=float)
-    finite = bool(np.all(np.isfinite(r)) and np.all(np.isfinite(J)) and np.all(np.isfinite(x_hat)))
-    if not finite:  # never report NaN: the last finite iterate
-        good = np.where(np.isfinite(np.asarray(hist_c[:k])))[0]
-        last = np.asarray(fit.physical(hist_z[good[-1]])) if good.size else np.asarray(x0_all)
-        x_hat = np.asarray(last, dtype=float)
-        r, J = (np.asarray(a, dtype=float) for a in _jacobian(problem, jnp.asarray(x_hat, dtype)))
-    hist_theta = np.asarray(jax.vmap(fit.physical)(hist_z[:k]))[:, :p_count]
-    hist_cost = np.asarray(hist_c[:k])
-    starts_hat = x_hat[p_count:]
     defect = float(np.max(np.abs(r[n_data:]), initial=0.0)) / float(problem.continuity)
     r = r[:n_data] if n_extra else r  # the data's residuals (the defects are constraints)
     x_hat = x_hat[:p_count]
@@ -1184,14 +1381,7 @@ def identify(
         seg = r[offset : offset + size]
         per_signal[key] = float(np.sqrt(seg @ seg / max(m, 1)))
         offset += size
-    trusted: bool | None = None
-    if check_jacobian:
-        from .doctor import check_grad  # the doctor's own test, not a second one
-
-        rows = r.shape[0] + (r0.shape[0] - n_data if n_extra else 0)
-        c = jax.random.normal(jax.random.key(0), (rows,), dtype)
-        tail = jnp.asarray(starts_hat, dtype)  # with shooting: θ alone, the starts held
-        trusted = bool(check_grad(_Projected(problem, c, tail), jnp.asarray(x_hat, dtype)).ok)
+    smoothed_fit = problem.smooth_eps is not None
     if not finite:
         message = "the simulation went non-finite; the last finite iterate is reported"
         ok = False
@@ -1199,13 +1389,23 @@ def identify(
         message = f"converged (rtol {rtol:g}, atol {atol:g})"
     else:
         message = f"did not converge in max_steps = {max_steps} steps; the last iterate is reported"
+    if actions:
+        message += "; " + "; ".join(actions)
     if trusted is False:
         message += (
             "; the exact Jacobian at the estimate disagrees with central finite differences "
-            "(diffsim.check_grad): the intervals rest on a Jacobian the doctor does not trust"
+            "(diffsim.check_grad)"
+            + (
+                ": the intervals come from the smoothed Jacobian the fit used"
+                if smoothed_fit
+                else ": the intervals rest on a Jacobian the doctor does not trust"
+            )
         )
     names = tuple(labels)
     theta_full = problem.theta_of(jnp.asarray(x_hat, dtype))
+    # a Jacobian: one rollout and p + #starts tangents (exact), or 2·M·p rollouts (smoothed)
+    per_jac = 1 + p_count + n_extra + (2 * SMOOTHING_DRAWS * p_count if smoothed_fit else 0)
+    evaluations = k_total + 2 * len(fit_runs)
     return IdentifyResult(
         names=names,
         theta=dict(zip(names, map(float, x_hat))),
@@ -1224,17 +1424,110 @@ def identify(
         unidentifiable=bad,
         converged=bool(ok),
         message=message,
-        iterations=k,
-        evaluations=k + 2,
-        rollout_equivalents=(k + 2) * (1 + p_count + n_extra)
-        + (10 * p_count + 1 if check_jacobian else 0),
+        iterations=k_total,
+        evaluations=evaluations,
+        rollout_equivalents=evaluations * per_jac + checks[0] * (10 * p_count + 1) + checks[1],
         jacobian_mode={"fwd": "forward-mode", "bwd": "reverse-mode"}[jac],
         jacobian_trusted=trusted,
         seconds=time.perf_counter() - t_start,
         history={"cost": hist_cost, "theta": hist_theta},
         windows=problem.num_windows,
         continuity_defect=defect if n_extra else 0.0,
+        actions=tuple(actions),
+        jacobian="smoothed" if smoothed_fit else "exact",
     )
+
+
+SMOOTHING_SCALE = 0.05
+"""The smoothed Jacobian's Gaussian, as a fraction of each parameter's value (its scale for
+a parameter at 0): the doctor's default σ (:func:`diffsim.doctor.default_sigma`)."""
+
+SMOOTHING_DRAWS = 16
+"""Antithetic draws per parameter of the smoothed Jacobian."""
+
+MIN_AUTO_WINDOW = 5
+"""The shortest window the fit's own switch to multiple shooting tries, in steps."""
+
+
+NONLINEARITY = 0.5
+"""How far from linear the residuals may be, at :data:`SMOOTHING_SCALE` along each
+parameter, for the fit's own switch to multiple shooting to take a window length:
+‖r(θ+δ) + r(θ−δ) − 2r(θ)‖ ≤ NONLINEARITY·‖r(θ+δ) − r(θ−δ)‖ (the second difference against the
+first: a Gauss–Newton step of that size is predicted by the Jacobian)."""
+
+
+@eqx.filter_jit
+def _second_over_first(problem: _Problem, x):
+    p = len(problem.params)
+    sig = SMOOTHING_SCALE * jnp.where(x[:p] != 0, jnp.abs(x[:p]), 1.0)
+
+    def ratio(j):
+        d = jnp.zeros_like(x).at[j].set(sig[j])
+        rp, rm = problem.exact_residuals(x + d), problem.exact_residuals(x - d)
+        r0 = problem.exact_residuals(x)
+        return jnp.linalg.norm(rp + rm - 2 * r0) / jnp.linalg.norm(rp - rm)
+
+    return jax.vmap(ratio)(jnp.arange(p))
+
+
+def _full_rank(problem: _Problem, x, p: int, labels, rank_rtol: float) -> bool:
+    _, J = _jacobian(problem, jnp.asarray(x))
+    sv, V = _scaled_svd(_theta_block(np.asarray(J), p))
+    return bool(np.all(np.isfinite(np.asarray(J)))) and not _unidentified(sv, V, labels, rank_rtol)
+
+
+def _nearly_linear(problem: _Problem, x, count: list[int]) -> bool:
+    count[1] += 3 * len(problem.params)  # rollouts
+    r = np.asarray(_second_over_first(problem, x))
+    return bool(np.all(np.isfinite(r)) and np.all(r <= NONLINEARITY))
+
+
+def _smoothed(problem: _Problem, x_theta, dtype) -> _Problem:
+    """``problem`` fitted with the smoothed Jacobian in θ's columns: column j the derivative
+    of the residuals smoothed along θ_j by N(0, σ_j²), σ_j = :data:`SMOOTHING_SCALE`·|θ_j| at
+    the point it is switched on (fixed draws: common random numbers)."""
+    x = np.asarray(x_theta, dtype=float)
+    sigma = SMOOTHING_SCALE * np.where(x != 0, np.abs(x), 1.0)
+    eps = jax.random.normal(jax.random.key(1), (len(problem.params), SMOOTHING_DRAWS), dtype)
+    return dataclasses.replace(problem, smooth_eps=eps, smooth_sigma=jnp.asarray(sigma, dtype))
+
+
+def _fit_run(problem, params, x_theta, x0j, scale, extra0, extra_scale, dtype, rtol, atol,
+             max_steps):  # fmt: skip
+    """One Levenberg–Marquardt solve from physical θ ``x_theta`` (and shooting's starts at
+    their guess): (x̂ with the starts, steps, converged, finite, Jacobian mode, θ history,
+    cost history)."""
+    p_count = len(params)
+    n_extra = 0 if extra0 is None else int(extra0.shape[0])
+    z0 = jnp.asarray([_to_z(p, float(x), s) for p, x, s in zip(params, x_theta, scale)], dtype)
+    if n_extra:
+        z0 = jnp.concatenate([z0, jnp.zeros(n_extra, dtype)])
+    fit = _Fit(
+        problem,
+        jnp.asarray([p.lower if math.isfinite(p.lower) else 0.0 for p in params], dtype),
+        jnp.asarray([p.upper if math.isfinite(p.upper) else 0.0 for p in params], dtype),
+        x0j,
+        jnp.asarray(scale, dtype),
+        extra0,
+        extra_scale,
+    )
+    rows = int(jax.eval_shape(problem.exact_residuals, fit.physical(z0)).shape[0])
+    # forward mode: one tangent per unknown beats one backward pass per residual
+    jac = "fwd" if p_count + n_extra <= rows else "bwd"
+    z, k, ok, hist_z, hist_c = _solve(fit, z0, rtol, atol, max_steps, jac)
+    k = int(k)
+    x_hat = np.asarray(fit.physical(z), dtype=float)
+    hist_cost = np.asarray(hist_c[:k])
+    finite = bool(np.all(np.isfinite(x_hat))) and (k == 0 or bool(np.isfinite(hist_cost[-1])))
+    if finite:
+        r_hat = problem.exact_residuals(jnp.asarray(x_hat, dtype))
+        finite = bool(jnp.all(jnp.isfinite(r_hat)))
+    if not finite:  # never report NaN: the last finite iterate
+        good = np.where(np.isfinite(hist_cost))[0]
+        start = np.asarray(fit.physical(z0), dtype=float)
+        x_hat = np.asarray(fit.physical(hist_z[good[-1]]), dtype=float) if good.size else start
+    hist_theta = np.asarray(jax.vmap(fit.physical)(hist_z[:k]))[:, :p_count]
+    return x_hat, k, bool(ok) and finite, finite, jac, hist_theta, hist_cost
 
 
 class _Projected(eqx.Module):
@@ -1247,7 +1540,7 @@ class _Projected(eqx.Module):
     def __call__(self, x):
         if self.tail is not None and self.tail.shape[0]:
             x = jnp.concatenate([x, self.tail])
-        return jnp.dot(self.c, self.problem.residuals(x))
+        return jnp.dot(self.c, self.problem.exact_residuals(x))
 
 
 class _Subset(eqx.Module):

@@ -161,6 +161,13 @@ def identify(
         help="Multiple shooting: windows of this many steps, their starts fitted too (for "
         "long or chaotic recordings; 0: one rollout over the whole recording).",
     ),
+    trust: str = typer.Option(
+        "act",
+        "--trust",
+        help="What the fit does when the doctor does not trust the exact Jacobian: 'act' "
+        "(switch to multiple shooting or to a smoothed Jacobian, and say so), 'report' (say "
+        "so only) or 'off' (no check).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Fit parameters of a model so that it reproduces a recording: Levenberg–Marquardt with
@@ -170,6 +177,8 @@ def identify(
 
     check_count("max-steps", max_steps, 1, MAX_STEPS, "a fit's iterations")
     check_count("shooting", shooting, 0, 10**6, "a window's steps")
+    if trust not in ("act", "report", "off"):
+        raise CLIError(f"--trust must be one of act, report, off, got {trust!r}")
     values = _pairs("--set", set_)
     model = _Model(
         system.value if system is not None else None, mjcf, _fields(fit) + _fields(",".join(values))
@@ -185,7 +194,13 @@ def identify(
     )
     with progress_bar("identify", 1, 10.0, json_out) as advance:
         res = fit_model(
-            model.step, rec, theta, params, max_steps=max_steps, shooting=shooting or None
+            model.step,
+            rec,
+            theta,
+            params,
+            max_steps=max_steps,
+            shooting=shooting or None,
+            trust=trust,
         )
         advance()
     if res.unidentifiable:
@@ -193,13 +208,17 @@ def identify(
     else:
         verdict = "identified" if res.converged else "not converged"
         if res.jacobian_trusted is False:
-            verdict += " (the Jacobian at the estimate disagrees with finite differences)"
+            verdict += " (the exact Jacobian at the estimate disagrees with finite differences)"
+        if res.jacobian == "smoothed":
+            verdict += " with the smoothed Jacobian"
+        elif res.windows > 1 and res.actions:
+            verdict += " by multiple shooting (the doctor's choice)"
     if json_out:
         out = res.as_dict()
         out["verdict"] = verdict
         print_json(out)
         return
-    table = titled_table(f"identify: {verdict} ({res.message})")
+    table = titled_table(f"identify: {verdict} ({res.message.split('; ')[0]})")
     for col in ("parameter", "estimate", "std error", "95 % interval", "start"):
         table.add_column(col)
     for n in res.names:
@@ -221,6 +240,17 @@ def identify(
         console.print(
             f"multiple shooting: {res.windows} windows per recording, largest continuity "
             f"defect {res.continuity_defect:.3g}"
+        )
+    for action in res.actions:
+        console.print(f"the doctor: {action}")
+    if res.jacobian_trusted is False:
+        console.print(
+            "the exact Jacobian at the estimate disagrees with central finite differences: "
+            + (
+                "the intervals come from the smoothed Jacobian the fit used"
+                if res.jacobian == "smoothed"
+                else "the intervals rest on a Jacobian the doctor does not trust"
+            )
         )
 
 

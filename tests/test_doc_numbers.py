@@ -89,3 +89,26 @@ def test_battery_counts_and_tables_are_the_battery():
         for r, case in zip(rows, battery):
             expected = ", ".join(sorted(case.expected)) or "—"
             assert r[1] == expected, (case.name, r[1], expected)
+
+
+IDENTIFY_METHODS = ("diffsim.identify", "SciPy", "mujoco.sysid", "CMA-ES")
+
+
+def test_identify_guide_tables_are_the_recorded_run():
+    """Every benchmark row in the identification guide is a row of the recorded run
+    (docs/records/identify-benchmark.txt, the output of ``python -m benchmarks.identify``),
+    character for character, and every task of the record is in the guide."""
+    record = (ROOT / "docs/records/identify-benchmark.txt").read_text()
+    guide = (ROOT / "docs/guides/identify.md").read_text()
+    section = guide.split("## How it compares", 1)[1]
+    rows = [
+        line
+        for line in section.splitlines()
+        if line.startswith("| ") and line[2:].startswith(IDENTIFY_METHODS)
+    ]
+    recorded = set(record.splitlines())
+    assert len(rows) >= 12, rows
+    missing = [r for r in rows if r not in recorded]
+    assert not missing, missing
+    tasks = re.findall(r"^## (.+)$", record, flags=re.M)
+    assert tasks and all(t in section for t in tasks), tasks

@@ -81,6 +81,10 @@ def test_record_then_identify_bouncing_ball(tmp_path):
             ["--system", "nonlinear-spring", "--fit", "k", "--shooting", "100"],
             "shooting must be fewer steps than the recordings' T = 100",
         ),
+        (
+            ["--system", "nonlinear-spring", "--fit", "k", "--trust", "maybe"],
+            "--trust must be one of act, report, off",
+        ),
         (["--system", "pendulum", "--fit", "damping"], "qpos"),  # fine: a 1-D state
     ],
 )

@@ -112,8 +112,8 @@ def impact_fraction(gap0, gap1):
     Safe at :math:`g_0 = g_1` (value 0, finite gradient): the double-where pattern. At the
     ends of the interval (an impact exactly on a step boundary, :math:`s^* = 0` or 1) the
     gradient is the full one of :math:`g_0/(g_0 - g_1)`: ``jnp.clip`` would halve it there
-    (its ``max``/``min`` split a tie's gradient), which made the impact time's derivative
-    half the truth (issue 12).
+    (its ``max``/``min`` split a tie's gradient), which would make the impact time's
+    derivative half the truth.
 
     Examples:
         >>> from diffsim.contact import impact_fraction

@@ -141,8 +141,8 @@ def _final_angle_sq(s):
 
 def _damped_pendulum(key, **options) -> Diagnosis:
     """d angle_T² / dθ of a damped pendulum, θ = {g/l: 4, damping: 0.2}: a damping 20
-    times smaller than g/l, which one absolute σ (the former default, 0.2) would perturb
-    by its whole value."""
+    times smaller than g/l, which one absolute σ of 0.2 would perturb by its whole
+    value."""
     sys = pendulum(h=0.01, g_over_l=4.0, damping=0.2, angle0=2.5)
     return diagnose_rollout(sys.step, sys.s0, sys.theta, 1000, _final_angle_sq, key,
                             wrt="theta", **options)  # fmt: skip
@@ -267,8 +267,8 @@ def cases() -> list[Case]:
         Case("small step 0.5σ away, budget 128, doubt z in [1, 5] (θ = 0.5, σ = 1)",
              frozenset(), f"a step of {BURIED_JUMP} beside a bowl: z ≈ 3 ± 1.5 at the budget",
              _buried, verdict="inconclusive"),
-        # added with the discretization flag (issue 22), written down before its 10 %
-        # tolerance was fixed: smooth, self-consistent gradients of the wrong system
+        # written down before the discretization flag's 10 % tolerance was fixed: smooth,
+        # self-consistent gradients of the wrong system
         Case("oscillator, explicit Euler, h = 0.05, T = 400 (d x_T² / dω²)",
              frozenset({"discretization"}), "energy grows 1.0025× a step: 65 % by T",
              _oscillator(ExplicitEuler, 0.05, 1.0, 400)),

@@ -288,8 +288,8 @@ def default_sigma(x: Any) -> Relative:
     negative damping). A component at zero has no size of its own; it borrows the
     smallest one θ shows, so it is never perturbed more than any non-zero component and
     cannot dwarf a small parameter (a floor tied to ‖θ‖∞ would give the damping beside a
-    stiffness of 10⁴ a σ of several units). For one number θ ≠ 0 this is 0.05·|θ|, the
-    former default for |θ| >= 1; for an all-zero θ, 0.05 (the former default).
+    stiffness of 10⁴ a σ of several units). For one number θ ≠ 0 this is 0.05·|θ|; for an
+    all-zero θ, 0.05.
 
     Example:
         >>> import jax.numpy as jnp

@@ -171,7 +171,7 @@ class Integrator(eqx.Module):
             ai = jnp.asarray(ai, jnp.result_type(xi))
             try:
                 return jnp.broadcast_to(ai, jnp.shape(xi))
-            except ValueError:  # named, not JAX's "Cannot broadcast to shape ..." (issue 26)
+            except ValueError:  # named, not JAX's "Cannot broadcast to shape ..."
                 raise ValueError(
                     f"accel(x, v, theta) returned shape {tuple(ai.shape)} for a position of "
                     f"shape {tuple(jnp.shape(xi))}: theta (or the state) has entries of the "

@@ -1,6 +1,6 @@
 """The article's demo: a projectile launched at 45° toward a target, over a wall.
 
-Canonical numbers (``DESIGN.md``): g = 9.81 m/s², launch angle 45°, launcher at the origin,
+Canonical numbers (the article's): g = 9.81 m/s², launch angle 45°, launcher at the origin,
 wall at x = 6 m of height 2 m, target at x = 10 m. Clear the wall and fly on to the range
 R = v₀² sin 2α / g; hit it and stop dead at the wall. Loss = (x − target)².
 

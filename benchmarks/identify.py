@@ -263,10 +263,8 @@ def run_task(make, seeds: int) -> dict[str, list[tuple[float, float, float, floa
                     (_error(row["theta"], truth), row["residual_rms"], row["rollouts"],
                      row["seconds"])
                 )  # fmt: skip
-        try:
-            import cma  # type: ignore[import-not-found]
-        except ImportError:
-            continue
+        import cma  # type: ignore[import-not-found]  # checked in main()
+
         count[0] = 0
         t = time.perf_counter()
         # CMA-ES in coordinates relative to the start (σ₀ = 10 % of each parameter), so
@@ -357,6 +355,13 @@ def main() -> None:
     if args.figure:
         figure(args.figure)
         return
+    try:
+        import cma  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        raise SystemExit(
+            "benchmarks.identify compares with CMA-ES: pip install 'cma>=4.0' (in the bench "
+            "extra: pip install -e '.[bench]')"
+        ) from None
     tasks = {"spring": _task_spring, "ball": _task_ball, "chain": _task_chain, "push": _task_push}
     print(
         f"diffsim {diffsim.__version__}, jax {jax.__version__}, {args.seeds} seeds; medians (range)"

@@ -648,23 +648,29 @@ class IdentifyResult:
             )
         if self.unidentifiable:
             lines.append(f"  not identifiable from these data: {', '.join(self.unidentifiable)}")
-        for a in self.actions:
-            lines.append(f"  the doctor: {a}")
-        if self.jacobian_trusted is False:
-            lines.append(
-                "  the exact Jacobian at the estimate disagrees with finite differences: "
-                + (
-                    "the intervals come from the smoothed Jacobian"
-                    if self.jacobian == "smoothed"
-                    else "the intervals rest on a Jacobian the doctor does not trust"
-                )
-            )
+        lines += [f"  {line}" for line in self.trust_notes]
         if self.windows > 1:
             lines.append(
                 f"  multiple shooting: {self.windows} windows per recording, largest "
                 f"continuity defect {self.continuity_defect:.3g}"
             )
         return "\n".join(lines)
+
+    @property
+    def trust_notes(self) -> tuple[str, ...]:
+        """What the doctor found and the fit did about it, one line each (``repr`` and
+        ``diffsim identify`` print them)."""
+        notes = tuple(f"the doctor: {a}" for a in self.actions)
+        if self.jacobian_trusted is False:
+            notes += (
+                "the exact Jacobian at the estimate disagrees with central finite differences: "
+                + (
+                    "the intervals come from the smoothed Jacobian the fit used"
+                    if self.jacobian == "smoothed"
+                    else "the intervals rest on a Jacobian the doctor does not trust"
+                ),
+            )
+        return notes
 
     def as_dict(self) -> dict[str, Any]:
         """The result as plain numbers and lists (what ``diffsim identify --json`` prints)."""
@@ -801,7 +807,7 @@ class _Problem(eqx.Module):
     continuity: Any = 1.0
     # a smoothed Jacobian (the fit's remedy when the doctor does not trust the exact one):
     # θ's columns are the Gaussian-smoothed residuals' Jacobian, estimated from the fixed
-    # antithetic draws `smooth_eps` (M, p) at the scales `smooth_sigma` (p,)
+    # antithetic draws `smooth_eps` (p, M) at the scales `smooth_sigma` (p,)
     smooth_eps: Any = None
     smooth_sigma: Any = None
 
@@ -864,12 +870,18 @@ class _Problem(eqx.Module):
         return r(x)
 
     def smoothed_jacobian(self, x):
-        r"""θ's columns of the smoothed residuals' Jacobian: column j is
-        :math:`\partial_{θ_j} \mathbb E_w[r(θ + w\,e_j)]`, w ~ N(0, σ_j²), estimated as
-        :math:`\frac1{2Mσ_j}\sum_i (r(θ + σ_jε_{ji}e_j) - r(θ - σ_jε_{ji}e_j))\,ε_{ji}` over
-        the fixed draws ε (p, M) (common random numbers: the same draws at every θ, so the
-        fit sees one deterministic Jacobian field). One parameter at a time: a parameter
-        with no effect gets an exactly zero column, not the others' sampling noise."""
+        r"""θ's columns of the smoothed residuals' Jacobian: column j is the slope of the
+        residuals along θ_j over Gaussian offsets of scale σ_j,
+
+        .. math:: J_{:j} = \frac{\sum_i \big(r(θ + σ_jε_{ji}e_j) - r(θ - σ_jε_{ji}e_j)\big)\,
+                  ε_{ji}}{2σ_j \sum_i ε_{ji}^2},
+
+        over fixed draws ε (p, M) (common random numbers: the same draws at every θ, so the
+        fit sees one deterministic Jacobian field). In expectation the derivative of the
+        residuals smoothed along θ_j (the zeroth-order estimate, normalised by the draws'
+        own second moment), exact for a response linear or quadratic in θ_j; one
+        parameter at a time, so a parameter with no effect gets an exactly zero column,
+        not the others' sampling noise."""
         p = len(self.params)
         eps, sig = self.smooth_eps, self.smooth_sigma
 
@@ -878,7 +890,7 @@ class _Problem(eqx.Module):
                 d = jnp.zeros_like(x).at[j].set(s_j * e)
                 return (self.exact_residuals(x + d) - self.exact_residuals(x - d)) * e
 
-            return jnp.mean(jax.vmap(diff)(e_j), axis=0) / (2 * s_j)
+            return jnp.sum(jax.vmap(diff)(e_j), axis=0) / (2 * s_j * jnp.sum(e_j**2))
 
         return jax.vmap(column, out_axes=1)(jnp.arange(p), eps, sig)
 

@@ -241,17 +241,8 @@ def identify(
             f"multiple shooting: {res.windows} windows per recording, largest continuity "
             f"defect {res.continuity_defect:.3g}"
         )
-    for action in res.actions:
-        console.print(f"the doctor: {action}")
-    if res.jacobian_trusted is False:
-        console.print(
-            "the exact Jacobian at the estimate disagrees with central finite differences: "
-            + (
-                "the intervals come from the smoothed Jacobian the fit used"
-                if res.jacobian == "smoothed"
-                else "the intervals rest on a Jacobian the doctor does not trust"
-            )
-        )
+    for note in res.trust_notes:
+        console.print(note)
 
 
 @app.command()

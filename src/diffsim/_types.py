@@ -16,13 +16,6 @@ Inputs = PyTree[ArrayLike]
 """Per-step inputs (controls) ``u_t``: a pytree whose leaves have leading axis ``num_steps``."""
 
 Matrix = Float[Array, "m n"]
-Scalar = Float[Array, ""]
-
-
-class Step(Protocol):
-    """One simulator step ``s_{t+1} = f(s_t, θ)`` (or ``f(s_t, θ, u_t)`` with inputs)."""
-
-    def __call__(self, state: State, theta: Params, *args: Any) -> State: ...
 
 
 class StepJacobian(Protocol):

@@ -41,7 +41,7 @@ import numpy as np
 from jaxtyping import Array
 
 from .._sharding import check_devices, device_mesh
-from .._sigma import DEFAULT_SIGMA, check_sigma, describe, sigma_vector
+from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from . import _evidence as ev
 from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
 from ._evidence import CHOICES, REASONS, WIDEN
@@ -310,10 +310,6 @@ class Auto(SmoothingEstimator):
             self.thresholds,
             device_mesh(self.devices),
         )
-
-    def describe_sigma(self) -> str:
-        """σ in words (``0.05·|θ| (floor …)``, a number, or ``per component``)."""
-        return describe(self.sigma)
 
 
 def describe_choice(estimate: GradientEstimate) -> str:

@@ -957,6 +957,13 @@ def _jacobian(problem: _Problem, x):
     return r, J
 
 
+@eqx.filter_jit
+def _exact_residuals(problem: _Problem, x):
+    """The residuals at x, compiled once per problem structure (called eagerly, the
+    rollout's ``scan`` would be traced and compiled again on every fit)."""
+    return problem.exact_residuals(x)
+
+
 def _optimistix() -> Any:
     """Optimistix, imported when a fit runs (it needs Python >= 3.11: on 3.10 the rest of
     diffsim works and ``identify`` says what to install)."""
@@ -1532,7 +1539,7 @@ def _fit_run(problem, params, x_theta, x0j, scale, extra0, extra_scale, dtype, r
     hist_cost = np.asarray(hist_c[:k])
     finite = bool(np.all(np.isfinite(x_hat))) and (k == 0 or bool(np.isfinite(hist_cost[-1])))
     if finite:
-        r_hat = problem.exact_residuals(jnp.asarray(x_hat, dtype))
+        r_hat = _exact_residuals(problem, jnp.asarray(x_hat, dtype))
         finite = bool(jnp.all(jnp.isfinite(r_hat)))
     if not finite:  # never report NaN: the last finite iterate
         good = np.where(np.isfinite(hist_cost))[0]

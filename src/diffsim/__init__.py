@@ -32,12 +32,16 @@ from ._jacobians import adjoint_vjp as adjoint_vjp
 from ._jacobians import forward_sensitivity as forward_sensitivity
 from ._jacobians import rollout_jacobian as rollout_jacobian
 from ._jacobians import step_jacobian as step_jacobian
+from ._optimize import DivergedError as DivergedError
 from ._optimize import OptimizeHistory as OptimizeHistory
 from ._optimize import OptimizeResult as OptimizeResult
 from ._optimize import Schedule as Schedule
 from ._optimize import cosine_anneal as cosine_anneal
 from ._optimize import default_optimizer as default_optimizer
 from ._optimize import optimize as optimize
+from ._policy import PolicyObjective as PolicyObjective
+from ._policy import linear_policy as linear_policy
+from ._policy import mlp_policy as mlp_policy
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
 from ._sharding import device_mesh as device_mesh
@@ -60,6 +64,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "DEFAULT_SIGMA",
     "Diagnosis",
+    "DivergedError",
     "GradCheck",
     "Gradient",
     "IdentifyResult",
@@ -67,6 +72,7 @@ __all__ = [
     "OptimizeHistory",
     "OptimizeResult",
     "Parameter",
+    "PolicyObjective",
     "Recording",
     "Relative",
     "Schedule",
@@ -87,7 +93,9 @@ __all__ = [
     "identify",
     "initialize_distributed",
     "integrators",
+    "linear_policy",
     "load_recording",
+    "mlp_policy",
     "optimize",
     "parse_parameters",
     "rollout",

@@ -22,9 +22,11 @@ from ._checks import (
     default_float,
     is_concrete,
 )
+from ._policy import PolicyObjective
 from ._sigma import Relative, sigma_vector
 from .estimators import Estimator, GradientEstimate
 from .estimators._common import check_not_empty, check_sample_memory
+from .estimators.policy import action_sigma
 
 Schedule = Callable[[Array], Array]
 """A schedule ``step -> value`` (any callable of the step index; Optax schedules work)."""
@@ -117,6 +119,13 @@ def _optimize(
         optimizer = default_optimizer(theta0, steps)
     sigma0 = estimator.smoothing_scale()  # None: no σ to record or anneal
 
+    def largest_sigma(sigma: Any, theta: Any) -> Array:
+        # recorded as one number: σ, or its largest component (for a policy objective, in
+        # the action's units: its noise is on the actions)
+        if isinstance(loss, PolicyObjective):
+            return jnp.max(action_sigma(sigma, loss, loss.check(theta))).astype(dtype)
+        return jnp.max(sigma_vector(sigma, theta)).astype(dtype)
+
     def loss_at(temperature: Array) -> Callable[[Any], Array]:
         if temp_schedule is None:
             return loss
@@ -127,15 +136,14 @@ def _optimize(
         k, step_key = inputs
         est, sigma = estimator, jnp.asarray(jnp.nan, dtype)
         if sigma0 is not None:
-            # recorded as one number: σ, or its largest component when per component
-            sigma = jnp.max(sigma_vector(sigma0, theta)).astype(dtype)
+            sigma = largest_sigma(sigma0, theta)
             if sigma_schedule is not None:
                 sigma = _positive_in_loop("sigma_schedule", sigma_schedule(k), dtype)
                 est = estimator.with_sigma(sigma)
             elif anneal is not None:
                 scaled = _scale_sigma(sigma0, anneal(k))
                 est = estimator.with_sigma(scaled)
-                sigma = jnp.max(sigma_vector(scaled, theta)).astype(dtype)
+                sigma = largest_sigma(scaled, theta)
         if temp_schedule is None:
             temp = jnp.asarray(jnp.nan, dtype)
         else:
@@ -355,12 +363,30 @@ def _check_diverged(result: OptimizeResult) -> None:
     for v in jax.tree_util.tree_leaves(hist.theta):
         per_step = per_step & jnp.all(jnp.isfinite(v.reshape(v.shape[0], -1)), axis=1)
     bad = np.flatnonzero(~np.asarray(per_step))
-    at = f"at step {int(bad[0])}" if bad.size else "after the last step"
-    raise FloatingPointError(
+    first = int(bad[0]) if bad.size else int(hist.loss.shape[0])
+    at = f"at step {first}" if bad.size else "after the last step"
+    good = None if first == 0 else jax.tree_util.tree_map(lambda v: v[first - 1], hist.theta)
+    kept = (
+        f"; the last good theta (step {first - 1}, loss {float(hist.loss[first - 1]):.6g}) is "
+        "this error's .theta"
+        if good is not None
+        else ""
+    )
+    raise DivergedError(
         f"optimize diverged: theta or the loss became NaN or inf {at} of {hist.loss.shape[0]} "
         "(a learning rate too large for this loss, or a loss that is NaN there); use a "
-        "smaller learning rate (optimizer=optax.adam(...)) or check the loss's domain"
+        f"smaller learning rate (optimizer=optax.adam(...)) or check the loss's domain{kept}",
+        good,
     )
+
+
+class DivergedError(FloatingPointError):
+    """:func:`optimize` stopped: θ or the loss became NaN or inf. ``theta`` is the last
+    iterate whose θ and loss were finite (``None`` when the first already was not)."""
+
+    def __init__(self, message: str, theta: Any) -> None:
+        super().__init__(message)
+        self.theta = theta
 
 
 def _check_optimizer(optimizer: Any) -> optax.GradientTransformation:

@@ -11,6 +11,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike
 
 from .._checks import check_bool
+from .._policy import PolicyObjective
 from .._sharding import check_devices, device_mesh
 from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
@@ -202,6 +203,13 @@ class AlphaOrder(SmoothingEstimator):
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=6)
+        if isinstance(loss, PolicyObjective):  # noise on every step's action
+            from .policy import policy_alpha, prepare
+
+            sigma = prepare(loss, theta, self.sigma)
+            return policy_alpha(loss, theta, key, sigma, self.num_samples, self.gamma,
+                                self.delta, self.R, self.antithetic,
+                                device_mesh(self.devices), self.reports)  # fmt: skip
         warn_resolution("sigma", self.sigma, theta)
         return _alpha(
             loss,

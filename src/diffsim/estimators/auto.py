@@ -40,6 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .._policy import PolicyObjective
 from .._sharding import check_devices, device_mesh
 from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from . import _evidence as ev
@@ -298,6 +299,12 @@ class Auto(SmoothingEstimator):
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=4)
+        if isinstance(loss, PolicyObjective):  # noise on every step's action
+            from .policy import policy_auto, prepare
+
+            sigma = prepare(loss, theta, self.sigma)
+            return policy_auto(loss, theta, key, sigma, self.num_samples, self.thresholds,
+                               device_mesh(self.devices), self.reports)  # fmt: skip
         warn_resolution("sigma", self.sigma, theta)
         return _auto(
             loss,

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh
 from jaxtyping import Array
 
+from .._policy import PolicyObjective
 from .._sharding import check_devices, device_mesh, sample_map
 from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from ._common import as_count, call_args, samples_field, warn_resolution
@@ -116,5 +117,11 @@ class FirstOrder(SmoothingEstimator):
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=3)
+        if isinstance(loss, PolicyObjective):  # noise on every step's action
+            from .policy import policy_first, prepare
+
+            sigma = prepare(loss, theta, self.sigma)
+            mesh = device_mesh(self.devices)
+            return policy_first(loss, theta, key, sigma, self.num_samples, mesh, self.reports)
         warn_resolution("sigma", self.sigma, theta)
         return _first(loss, theta, key, self.sigma, self.num_samples, device_mesh(self.devices))

@@ -11,6 +11,7 @@ from jax.sharding import Mesh
 from jaxtyping import Array
 
 from .._checks import check_bool
+from .._policy import PolicyObjective
 from .._sharding import check_devices, device_mesh, sample_map
 from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from ._common import as_count, call_args, samples_field, warn_resolution
@@ -142,6 +143,13 @@ class ZerothOrder(SmoothingEstimator):
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=3)
+        if isinstance(loss, PolicyObjective):  # noise on every step's action
+            from .policy import policy_zeroth, prepare
+
+            sigma = prepare(loss, theta, self.sigma)
+            mesh = device_mesh(self.devices)
+            return policy_zeroth(loss, theta, key, sigma, self.num_samples, self.antithetic,
+                                 mesh, self.reports)  # fmt: skip
         warn_resolution("sigma", self.sigma, theta)
         mesh = device_mesh(self.devices)
         return _zeroth(loss, theta, key, self.sigma, self.num_samples, self.antithetic, mesh)

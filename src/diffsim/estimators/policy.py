@@ -22,10 +22,11 @@ draws its own initial state x₁ from the objective's sampler and the key:
   from N/2 antithetic zeroth-order pairs, N first-order samples (their ū-gradients come
   from the same reverse pass as the θ-gradients) and the finite-difference ladder of the
   noise-free cost along random directions of ū over the first :data:`LADDER_STATES`
-  initial states. The estimate it returns is in θ: the noise-free gradient over the N
-  initial states where the evidence trusts it, else AoBG's mix at a tolerated bias of the
-  ZoBG mean's standard error, or ZoBG. It does not widen σ or double N (a pending statistic
-  gives the mix).
+  initial states. The estimate it returns is in θ: where the evidence trusts first-order
+  gradients (choice ``"exact"``), the first-order estimate (α = 1: over random initial states
+  no gradient has zero variance, and those samples are already paid for); else AoBG's mix at
+  a tolerated bias of the ZoBG mean's standard error, or ZoBG. It does not widen σ or double
+  N (a pending statistic gives the mix).
 
 The θ-gradient of a closed loop is the policy's Jacobian applied to the ū-gradient,
 :math:`∇_θ V = \sum_h D_θπ(o_h, θ)^⊤ ∂V/∂ū_h`: a gradient through the actions is
@@ -50,9 +51,9 @@ from . import _evidence as ev
 from .alpha_order import bernstein_radius, choose_alpha
 from .base import GradientEstimate, make_result, mean_and_stats
 
-LADDER_STATES = 4
-"""Initial states the auto estimator's finite-difference ladder averages the noise-free cost
-over (the first ones of its first-order family)."""
+LADDER_STATES = 1
+"""Initial states the auto estimator's finite-difference ladder evaluates the noise-free cost
+at (the first ones of its first-order family): 1 + 2·7·8 rollouts each."""
 
 
 def action_sigma(sigma: Any, obj: PolicyObjective, action_shape: tuple[int, ...]) -> Array:
@@ -207,24 +208,18 @@ def policy_auto(obj, theta, key, sigma, n, thresholds, mesh, reports) -> Gradien
     ).astype(dt)
     a = jnp.where(jnp.isfinite(alpha), alpha, 0.0)
 
-    def exact(_):  # the noise-free gradient over the first-order family's initial states
-        def mean_cost(th):
-            return jnp.mean(jax.vmap(lambda s: obj.value(th, s))(states))
-
-        return ravel_pytree(jax.grad(mean_cost)(theta))[0].astype(dt)
-
-    is_exact = choice == ev.EXACT
-    g_exact = jax.lax.cond(is_exact, exact, lambda _: jnp.zeros_like(x), None)
+    # trusted ("exact"): α = 1, the first-order estimate — over random initial states there
+    # is no zero-variance gradient, and the first-order samples are already paid for
     mixed = a * m1 + (1 - a) * m0
-    estimate = jnp.where(is_exact, g_exact, jnp.where(choice == ev.NONE, jnp.nan, mixed))
-    se = jnp.where(is_exact, 0.0, jnp.sqrt(a**2 * se1**2 + (1 - a) ** 2 * se0**2))
+    estimate = jnp.where(choice == ev.NONE, jnp.nan, mixed)
+    se = jnp.sqrt(a**2 * se1**2 + (1 - a) ** 2 * se0**2)
     se = jnp.where(choice == ev.NONE, jnp.nan, se)
     ladder_evals = num * (1 + fp.size + fm.size)
     return make_result(
         unravel, estimate.astype(dt), se.astype(dt),
         num_loss_evals=evals0 + ladder_evals,
-        num_grad_evals=n + num + jnp.where(is_exact, n, 0),
-        variance=jnp.where(is_exact, 0.0, a**2 * var1 + (1 - a) ** 2 * var0),
+        num_grad_evals=n + num,
+        variance=a**2 * var1 + (1 - a) ** 2 * var0,
         zeroth_variance=var0, first_variance=var1, alpha=alpha, bias_gap=B,
         sigma_used=sbar, choice=choice, z_gap=ev.relevant_gap(e, thresholds), widenings=0,
         reports=reports,

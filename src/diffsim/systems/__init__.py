@@ -21,6 +21,7 @@ Examples:
 
 from . import projectile_wall as projectile_wall
 from . import pushing as pushing
+from . import tennis as tennis
 from . import wall_study as wall_study
 from ._bouncing_ball import bouncing_ball as bouncing_ball
 from ._bouncing_ball import bouncing_ball_bounce_window as bouncing_ball_bounce_window

@@ -112,3 +112,14 @@ def test_identify_guide_tables_are_the_recorded_run():
     assert not missing, missing
     tasks = re.findall(r"^## (.+)$", record, flags=re.M)
     assert tasks and all(t in section for t in tasks), tasks
+
+
+def test_control_guide_table_is_the_recorded_run():
+    """The tennis table in the control guide is the record's rows verbatim (the record holds
+    the command that produced it)."""
+    record = (ROOT / "docs/records/control-tennis.txt").read_text().splitlines()
+    assert record[0].startswith("# python -m benchmarks.control")
+    rows = record[2:]
+    assert [r.split()[0] for r in rows[1:]] == ["FoBG", "ZoBG", "AoBG", "auto"]
+    guide = (ROOT / "docs/guides/control.md").read_text()
+    assert "```text\n" + "\n".join(rows) + "\n```" in guide

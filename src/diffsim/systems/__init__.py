@@ -7,9 +7,10 @@ and the implementation modules are private. :data:`SYSTEMS` registers each syste
 factory, settings with units and ranges, presets, the problem the doctor examines, closed
 forms — and the CLI, the doctor, the page and the tests read it.
 
-Three public modules are studies built on these parts rather than systems with a factory:
+Four public modules are studies built on these parts rather than systems with a factory:
 ``projectile_wall`` (the article's wall, closed form and time-stepped), ``wall_study``
-(optimising over the wall, its smoothed loss) and ``pushing`` (trajectory optimisation).
+(optimising over the wall, its smoothed loss), ``pushing`` (trajectory optimisation) and
+``tennis`` (a controller through contact: a paddle returning a ball).
 
 Examples:
     >>> from diffsim.systems import SYSTEMS, Problem, LossProblem, RolloutProblem

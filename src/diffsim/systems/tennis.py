@@ -113,7 +113,9 @@ def objective(*, num_states: int = 64, key: Array | None = None, horizon: int = 
         ((3,), True)
     """
     check_int("horizon", horizon, minimum=1)
-    key = jax.random.PRNGKey(0) if key is None else check_key("key", key)
+    if key is None:
+        key = jax.random.PRNGKey(0)
+    check_key("key", key)
     return PolicyObjective(
         tennis_step, linear_policy, initial_state, stage_cost, horizon,
         terminal_cost=terminal_cost, num_states=num_states, key=key, truncate=truncate,

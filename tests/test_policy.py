@@ -92,11 +92,12 @@ def test_costs_are_counted_as_the_paper_counts_them():
 @pytest.mark.slow
 def test_auto_trusts_a_smooth_loop_and_returns_its_first_order_estimate():
     obj = lq(sampler=lambda key: jnp.array([1.0, 0.0]) + 0.1 * jax.random.normal(key, (2,)))
-    r = Auto(sigma=SIGMA, num_samples=64)(obj, THETA, KEY)
+    # N = 256: at 64 one key in eight leaves the gap in its undecided band (z = 3.4: mixed)
+    r = Auto(sigma=SIGMA, num_samples=256)(obj, THETA, KEY)
     assert r.choice_name == "exact" and float(r.alpha) == 1.0
     # the first-order family is drawn from the key's second split, as FirstOrder draws
     _, k1, _ = jax.random.split(KEY, 3)
-    want = FirstOrder(sigma=SIGMA, num_samples=64)(obj, THETA, k1)
+    want = FirstOrder(sigma=SIGMA, num_samples=256)(obj, THETA, k1)
     np.testing.assert_allclose(r.estimate, want.estimate, rtol=1e-12)
     np.testing.assert_allclose(r.std_error, want.std_error, rtol=1e-12)
     truth = smoothed_lq_gradient(lq(), THETA, SIGMA)  # one state: the sampler's mean

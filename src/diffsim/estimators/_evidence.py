@@ -311,10 +311,15 @@ def excess_kurtosis(a: Array) -> Array:
 
 
 def statistics(
-    fx: dict, g0: Array, g1: Array, dL: Array, sigma: Any, scale: Array, plain: Array
-) -> Evidence:
+    fx: dict, g0: Array, g1: Array, dL: Array, sigma: Any, scale: Array, plain: Array,
+    first_norms: Array | None = None,
+) -> Evidence:  # fmt: skip
     """Reduce one batch (:func:`draw`'s buffers, cut to the samples drawn) to
-    :class:`Evidence`; traceable."""
+    :class:`Evidence`; traceable.
+
+    ``first_norms``: the first-order samples' norms in the space the perturbation lives in,
+    when that is not θ's (the policy setting: the per-step action offsets, where a norm
+    times σ is the change the sample predicts); default ``‖g1_i‖``."""
     g = fx["grad"]
     dt = g.dtype
     eps = jnp.asarray(jnp.finfo(dt).eps, dt)
@@ -341,7 +346,7 @@ def statistics(
     epsilon = bernstein_radius(var0, pairs, d, 0.05, R)
 
     max_dL = jnp.max(jnp.abs(dL)) if dL.size else jnp.zeros((), dt)
-    norms = jnp.linalg.norm(g1, axis=1)
+    norms = jnp.linalg.norm(g1, axis=1) if first_norms is None else first_norms
     finite_norms = jnp.isfinite(norms)
     max_norm = jnp.where(jnp.all(finite_norms), jnp.max(norms), jnp.inf)
     rho = max_norm * sigma / jnp.maximum(max_dL, eps * (1 + jnp.abs(L0)) * 16)

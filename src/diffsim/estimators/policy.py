@@ -17,16 +17,18 @@ draws its own initial state x₁ from the objective's sampler and the key:
   same rule as for θ-noise (:func:`choose_alpha`, Bernstein ε over dim θ);
 * **auto**: the doctor's evidence and decision (:mod:`diffsim.estimators._evidence`:
   :func:`~diffsim.estimators._evidence.statistics` and
-  :func:`~diffsim.estimators._evidence.assess`, the same code and thresholds) computed in the
-  space where the noise lives — the per-step action offsets ū ∈ R^{H×m}, in units of σ —
-  from N/2 antithetic zeroth-order pairs, N first-order samples (their ū-gradients come
-  from the same reverse pass as the θ-gradients) and the finite-difference ladder of the
-  noise-free cost along random directions of ū over the first :data:`LADDER_STATES`
-  initial states. The estimate it returns is in θ: where the evidence trusts first-order
-  gradients (choice ``"exact"``), the first-order estimate (α = 1: over random initial states
-  no gradient has zero variance, and those samples are already paid for); else AoBG's mix at
-  a tolerated bias of the ZoBG mean's standard error, or ZoBG. It does not widen σ or double
-  N (a pending statistic gives the mix).
+  :func:`~diffsim.estimators._evidence.assess`, the same code and thresholds) from N/2
+  antithetic zeroth-order pairs, N first-order samples, the noise-free gradient over the
+  pairs' initial states (N/2 gradients) and the finite-difference ladder of the noise-free
+  cost along random directions of the per-step action offsets ū ∈ R^{H×m} (in units of σ)
+  over the first :data:`LADDER_STATES` initial states. Means, spreads and the first-/
+  zeroth-order gap are compared in θ (few dimensions: in ū's H·m dimensions the norm of a
+  noisy mean is mostly noise); the ladder and the first-order samples' tails live in ū,
+  where σ times a sample's norm is the change it predicts. The estimate it returns is in
+  θ: where the evidence trusts first-order gradients (choice ``"exact"``), the first-order
+  estimate (α = 1: over random initial states no gradient has zero variance, and those
+  samples are already paid for); else AoBG's mix at a tolerated bias of the ZoBG mean's
+  standard error, or ZoBG. It does not widen σ or double N (a pending statistic gives the mix).
 
 The θ-gradient of a closed loop is the policy's Jacobian applied to the ū-gradient,
 :math:`∇_θ V = \sum_h D_θπ(o_h, θ)^⊤ ∂V/∂ū_h`: a gradient through the actions is
@@ -51,7 +53,7 @@ from . import _evidence as ev
 from .alpha_order import bernstein_radius, choose_alpha
 from .base import GradientEstimate, make_result, mean_and_stats
 
-LADDER_STATES = 1
+LADDER_STATES = 8
 """Initial states the auto estimator's finite-difference ladder evaluates the noise-free cost
 at (the first ones of its first-order family): 1 + 2·7·8 rollouts each."""
 
@@ -170,7 +172,7 @@ def policy_auto(obj, theta, key, sigma, n, thresholds, mesh, reports) -> Gradien
     sbar = jnp.max(sig)
     scale = jnp.broadcast_to(sig / sbar, (obj.horizon, *shape))  # ū = scale ⊙ y
     k0, k1, k_dir = jax.random.split(key, 3)
-    g0, g0y, changes, evals0 = zeroth_samples(obj, theta, sig, k0, n, True, mesh)
+    g0, _, changes, evals0 = zeroth_samples(obj, theta, sig, k0, n, True, mesh)
     (g1, g1u), states = first_samples(obj, theta, sig, k1, n, mesh)
     g1y = g1u * scale.ravel()
 
@@ -183,15 +185,27 @@ def policy_auto(obj, theta, key, sigma, n, thresholds, mesh, reports) -> Gradien
         return jnp.mean(jax.vmap(lambda s: obj.value(theta, s, w))(ladder)).astype(dt)
 
     dim = scale.size
-    L0, gy = jax.value_and_grad(cost_y)(jnp.zeros(dim, dt))
+    L0, g_ladder = jax.value_and_grad(cost_y)(jnp.zeros(dim, dt))
     U = ev._directions(dim, ev.NUM_DIRECTIONS, k_dir, dt)
     deltas = jnp.asarray(np.asarray(ev.DEFAULT_REL_STEPS, float), dt) * sbar
     pts = deltas[:, None, None] * U[None]
     both = sample_map(cost_y, jnp.concatenate([pts, -pts]).reshape(-1, dim), mesh)
     fp, fm = both.reshape(2, *pts.shape[:2])
-    fixed = {"loss": L0, "grad": gy, "deltas": deltas, "fd_plus": fp, "fd_minus": fm,
-             "grad_along_directions": U @ gy}  # fmt: skip
-    e = ev.statistics(fixed, g0y, g1y, changes, sbar, jnp.ones(dim, dt), g0y)
+
+    # the noise-free θ-gradient the smoothed ones are compared with (a plateau: ~0 while the
+    # loss changes within σ), over the zeroth-order family's own initial states — not the
+    # ladder's few, where one missed ball would look like a plateau of the whole task
+    def noise_free(s0):
+        return ravel_pytree(jax.grad(lambda th: obj.value(th, s0))(theta))[0].astype(dt)
+
+    pair_states = obj.sample_states(jax.random.split(k0)[0], n // 2)
+    g_exact = jnp.mean(sample_map(noise_free, pair_states, mesh), axis=0)
+    fixed = {"loss": L0, "grad": g_exact, "deltas": deltas, "fd_plus": fp, "fd_minus": fm,
+             "grad_along_directions": U @ g_ladder}  # fmt: skip
+    # means, spreads and the gap in θ (where the estimate is returned, few dimensions); the
+    # ladder and the first-order norms (σ times a norm: the change a sample predicts) in ū
+    e = ev.statistics(fixed, g0, g1, changes, sbar, jnp.ones_like(x), g0,
+                      first_norms=jnp.linalg.norm(g1y, axis=1))  # fmt: skip
     choice = ev.assess(e, thresholds)
 
     m0, se0, var0 = mean_and_stats(g0)
@@ -218,7 +232,7 @@ def policy_auto(obj, theta, key, sigma, n, thresholds, mesh, reports) -> Gradien
     return make_result(
         unravel, estimate.astype(dt), se.astype(dt),
         num_loss_evals=evals0 + ladder_evals,
-        num_grad_evals=n + num,
+        num_grad_evals=n + num + n // 2,
         variance=a**2 * var1 + (1 - a) ** 2 * var0,
         zeroth_variance=var0, first_variance=var1, alpha=alpha, bias_gap=B,
         sigma_used=sbar, choice=choice, z_gap=ev.relevant_gap(e, thresholds), widenings=0,

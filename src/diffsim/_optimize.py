@@ -382,7 +382,19 @@ def _check_diverged(result: OptimizeResult) -> None:
 
 class DivergedError(FloatingPointError):
     """:func:`optimize` stopped: θ or the loss became NaN or inf. ``theta`` is the last
-    iterate whose θ and loss were finite (``None`` when the first already was not)."""
+    iterate whose θ and loss were finite (``None`` when the first already was not).
+
+    Example:
+        >>> import jax, jax.numpy as jnp, optax
+        >>> from diffsim import DivergedError, optimize
+        >>> from diffsim.estimators import Exact
+        >>> try:  # log θ from 0.25, steps of 1 × its slope: θ₁ = −3.75, log θ₁ = NaN
+        ...     optimize(jnp.log, jnp.asarray(0.25), Exact(), optimizer=optax.sgd(1.0),
+        ...              steps=3, key=jax.random.PRNGKey(0))
+        ... except DivergedError as err:
+        ...     float(err.theta), isinstance(err, FloatingPointError)
+        (0.25, True)
+    """
 
     def __init__(self, message: str, theta: Any) -> None:
         super().__init__(message)

@@ -50,6 +50,8 @@ from ._sharding import shard_batch as shard_batch
 from ._sigma import DEFAULT_SIGMA as DEFAULT_SIGMA
 from ._sigma import Relative as Relative
 from ._sigma import sigma_vector as sigma_vector
+from ._tasks import TASKS as TASKS
+from ._tasks import Task as Task
 from .doctor import Diagnosis as Diagnosis
 from .doctor import GradCheck as GradCheck
 from .doctor import check_grad as check_grad
@@ -76,6 +78,8 @@ __all__ = [
     "Recording",
     "Relative",
     "Schedule",
+    "TASKS",
+    "Task",
     "__version__",
     "adjoint_vjp",
     "check_grad",

@@ -16,6 +16,7 @@ from . import _diagnose as _diagnose
 from . import _docs as _docs
 from . import _estimators as _estimators
 from . import _identify as _identify
+from . import _train as _train
 from ._common import CLIError, app, set_float32
 
 

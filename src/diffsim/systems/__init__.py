@@ -21,6 +21,7 @@ Examples:
 """
 
 from . import projectile_wall as projectile_wall
+from . import box_trajopt as box_trajopt
 from . import pushing as pushing
 from . import tennis as tennis
 from . import wall_study as wall_study

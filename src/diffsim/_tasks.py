@@ -1,0 +1,166 @@
+"""Control tasks: the paper's policy and trajectory experiments, each with its recipe.
+
+A :class:`Task` is a loss of a decision θ (open-loop forces, or a policy's parameters)
+with the constants its experiment uses — the smoothing σ, the samples N, the optimiser and
+the number of iterations — so that ``TASKS[name].train("zeroth", key=...)`` runs the
+paper's experiment with any estimator, and ``diffsim train --task NAME`` runs it from the
+shell. :data:`TASKS` is the one registry the CLI, the benchmarks and the tests read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array
+
+from ._checks import check_int
+from ._optimize import OptimizeResult, optimize
+from .estimators import ESTIMATORS, Estimator, make_estimator
+from .systems import box_trajopt as bt
+from .systems import tennis
+
+SMOOTHING = ("zeroth", "first", "alpha", "auto")
+"""The estimators a task trains with (those that take its σ and N)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One control task and the recipe its experiment trains with.
+
+    Attributes:
+        name: the registry key and the CLI's ``--task`` choice.
+        title: a short description.
+        expect: the paper's qualitative result on it, in words.
+        build: ``() -> (loss, theta0)``: the loss of θ (for a policy task, a
+            :class:`~diffsim.PolicyObjective`, noise on every step's action) and where
+            training starts.
+        sigma: σ of the smoothing estimators (in θ's units, or the action's for a policy).
+        num_samples: N, samples per gradient.
+        steps: iterations of the experiment.
+        learning_rate: a constant step of plain gradient descent (the paper's trajectory
+            optimisations), or ``None`` for :func:`~diffsim.default_optimizer`.
+        score: optional ``(loss, θ) -> number``, the task's own measure of success.
+        score_name: what ``score`` measures.
+
+    Example:
+        >>> from diffsim import TASKS
+        >>> t = TASKS["push-stiff"]
+        >>> t.sigma, t.num_samples, t.steps, t.learning_rate
+        (0.1, 10, 500, 0.001)
+        >>> loss, u0 = t.build()
+        >>> u0.shape, int(loss(u0))
+        ((200,), 1821)
+    """
+
+    name: str
+    title: str
+    expect: str
+    build: Callable[[], tuple[Callable[[Any], Array], Any]]
+    sigma: float
+    num_samples: int
+    steps: int
+    learning_rate: float | None = None
+    score: Callable[[Any, Any], Array] | None = None
+    score_name: str = ""
+
+    def estimator(self, name: str = "auto") -> Estimator:
+        """The estimator registered as ``name`` with this task's σ and N.
+
+        Example:
+            >>> from diffsim import TASKS
+            >>> TASKS["friction"].estimator("zeroth").num_samples
+            10
+        """
+        if name not in SMOOTHING:
+            known = ", ".join(n for n in ESTIMATORS if n in SMOOTHING)
+            raise ValueError(f"estimator must be one of {known} for a task, got {name!r}")
+        return make_estimator(name, sigma=self.sigma, num_samples=self.num_samples)
+
+    def train(self, estimator: str | Estimator = "auto", *, key: Array, steps: int | None = None,
+              callback: Callable[[Array], None] | None = None) -> OptimizeResult:  # fmt: skip
+        """Train θ from the task's start with ``estimator`` (a name or an
+        :class:`~diffsim.estimators.Estimator`) by :func:`diffsim.optimize`, σ held fixed,
+        for ``steps`` iterations (default: the experiment's); ``callback`` as ``optimize``'s.
+
+        Example:
+            >>> import jax
+            >>> from diffsim import TASKS
+            >>> t = TASKS["push-soft"]
+            >>> r = t.train("first", key=jax.random.PRNGKey(0), steps=50)
+            >>> loss, u0 = t.build()
+            >>> bool(r.loss < 0.6 * loss(u0))  # the box is pushed most of the way
+            True
+        """
+        est = self.estimator(estimator) if isinstance(estimator, str) else estimator
+        steps = self.steps if steps is None else check_int("steps", steps, minimum=1)
+        loss, theta0 = self.build()
+        opt = None if self.learning_rate is None else optax.sgd(self.learning_rate)
+        return optimize(loss, theta0, est, steps=steps, key=key, optimizer=opt,
+                        sigma_anneal=None, callback=callback)  # fmt: skip
+
+
+def _push(task: bt.SpringPush) -> Callable[[], tuple[Callable[[Any], Array], Array]]:
+    def build():
+        return (lambda u: bt.spring_push_loss(u, task)), bt.initial_forces(task)
+
+    return build
+
+
+def _friction() -> tuple[Callable[[Any], Array], Array]:
+    return bt.friction_carry_loss, bt.initial_forces()
+
+
+TENNIS_HELD_OUT = 123
+"""Seed of the held-out initial states a tennis policy is scored on."""
+
+
+def _tennis() -> tuple[Callable[[Any], Array], Array]:
+    return tennis.objective(num_states=64), jnp.zeros((3, 7), jnp.result_type(float))
+
+
+def _returned(objective: Any, theta: Any) -> Array:
+    return tennis.returned(objective, theta, jax.random.PRNGKey(TENNIS_HELD_OUT))
+
+
+_PUSH = "the pusher's force on each of T steps (N), from 0.1 N on each"
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in (
+        Task(
+            "push-soft",
+            f"push a box through a soft spring (k = 10 N/m, T = 400): {_PUSH}",
+            "first-order trains fastest; zeroth-order lags",
+            _push(bt.SOFT),
+            bt.SIGMA, bt.NUM_SAMPLES, bt.PUSH_ITERATIONS, bt.PUSH_LEARNING_RATE,
+        ),  # fmt: skip
+        Task(
+            "push-stiff",
+            f"push a box through a stiff spring (k = 1000 N/m, T = 200): {_PUSH}",
+            "zeroth-order trains fastest; first-order is slow and erratic",
+            _push(bt.STIFF),
+            bt.SIGMA, bt.NUM_SAMPLES, bt.PUSH_ITERATIONS, bt.PUSH_LEARNING_RATE,
+        ),  # fmt: skip
+        Task(
+            "friction",
+            "carry a box by friction (T = 400): the pusher's force on each step, from 0",
+            "first-order descends, then degrades once the box slides off; zeroth- and "
+            "alpha-order keep descending",
+            _friction,
+            bt.SIGMA, bt.NUM_SAMPLES, bt.FRICTION_ITERATIONS, bt.FRICTION_LEARNING_RATE,
+        ),  # fmt: skip
+        Task(
+            "tennis",
+            "return a ball with a paddle: a linear policy Θ ∈ R^{3×7} over 200 steps",
+            "the paper: zeroth- and alpha-order return the balls, first-order misses many "
+            "(measured here: first-order returns the most, docs/guides/control.md)",
+            _tennis,
+            0.05, 200, 300, None, _returned, "held-out balls returned",
+        ),  # fmt: skip
+    )
+}
+"""Every control task by name, in the order the CLI lists them."""

@@ -1,0 +1,106 @@
+"""``diffsim train``: a control task of the paper trained with any estimator.
+
+A thin shell over :data:`diffsim.TASKS` (:meth:`diffsim.Task.train`).
+"""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import jax
+import numpy as np
+import typer
+
+from .._tasks import SMOOTHING, TASKS
+from ._common import (
+    CLIError,
+    app,
+    check_count,
+    check_seed,
+    console,
+    precision_name,
+    print_json,
+    progress_bar,
+    require_finite_answer,
+    titled_table,
+)
+
+if TYPE_CHECKING:  # to a type checker, a str Enum; its members are the registry's tasks
+
+    class TaskName(str, Enum): ...
+
+else:
+    TaskName = Enum("TaskName", [(n.replace("-", "_"), n) for n in TASKS], type=str)
+
+MAX_STEPS = 100_000
+"""``--steps`` at most."""
+
+_TASK_HELP = "; ".join(f"{t.name}: {t.title}" for t in TASKS.values())
+
+
+@app.command(name="train")
+def train_cmd(
+    task: TaskName = typer.Option(..., "--task", help=_TASK_HELP),
+    estimator: str = typer.Option(
+        "auto", "--estimator", "-e", help=f"One of {', '.join(SMOOTHING)} (the task's σ and N)."
+    ),
+    steps: int = typer.Option(0, "--steps", help="Iterations (0: the experiment's)."),
+    seed: int = typer.Option(0, "--seed", help="PRNG seed."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Train a control task of Suh et al. (2022) with one estimator and the paper's recipe."""
+    spec = TASKS[task.value]
+    if estimator not in SMOOTHING:
+        raise CLIError(f"estimator must be one of {', '.join(SMOOTHING)}, got {estimator!r}")
+    steps = check_count("steps", steps, 0, MAX_STEPS, "a run that long is for the API")
+    steps = steps or spec.steps
+    check_seed(seed)
+    start = time.perf_counter()
+    # a rough per-iteration cost, only to decide whether a progress bar is worth showing
+    guess = steps * (0.5 if spec.score is not None else 0.01) * (4 if estimator == "auto" else 1)
+    with progress_bar(f"train {spec.name}", steps, guess, json_out) as advance:
+        r = spec.train(estimator, key=jax.random.PRNGKey(seed), steps=steps,
+                       callback=lambda k: advance(completed=int(k)))  # fmt: skip
+        jax.block_until_ready(r)
+    seconds = time.perf_counter() - start
+    losses = np.asarray(r.history.loss, float)  # L(θ_k) for k = 0 … K − 1
+    loss, theta0 = spec.build()
+    loss0 = float(loss(theta0))
+    out = {
+        "task": spec.name,
+        "estimator": estimator,
+        "sigma": spec.sigma,
+        "samples": spec.num_samples,
+        "iterations": steps,
+        "dtype": precision_name(),
+        "loss_initial": loss0,
+        "loss_final": float(r.loss),
+        "evaluations": int(r.evaluations),
+        "seconds": seconds,
+        "history": {"loss": losses.tolist()},
+    }
+    keys = ["loss_initial", "loss_final"]
+    if spec.score is not None:
+        out[spec.score_name.replace(" ", "_")] = float(spec.score(loss, r.theta))
+    inputs = f"--task {spec.name} --estimator {estimator} --steps {steps} --seed {seed}"
+    require_finite_answer(out, keys, inputs)
+    if json_out:
+        print_json(out)
+        return
+    table = titled_table(f"{spec.name} with {estimator}: σ = {spec.sigma:g}, N = {spec.num_samples}")
+    table.add_column("iterate k", justify="right")
+    table.add_column("loss L(θ_k)", justify="right")
+    for k in sorted({0, steps // 4, steps // 2, (3 * steps) // 4} - {steps}):
+        table.add_row(str(k), f"{losses[k]:.6g}")
+    table.add_row(str(steps), f"{out['loss_final']:.6g}")
+    console.print(table)
+    line = (
+        f"loss {loss0:.6g} → {out['loss_final']:.6g} in {steps} iterations, "
+        f"{out['evaluations']} simulator evaluations, {seconds:.1f} s"
+    )
+    if spec.score is not None:
+        line += f"; {spec.score_name}: {out[spec.score_name.replace(' ', '_')]:.0%}"
+    console.print(line)
+    console.print(f"expected (the paper): {spec.expect}")

@@ -1,0 +1,171 @@
+"""The paper's trajectory optimisations (Suh et al. 2022, §5.2) as shipped tasks.
+
+Checked: the library-built steps against an independent transcription of the paper's
+update equations (a NumPy loop, to 1e-12), their gradients against central differences,
+bad input, the CLI against the library, and (slow) the paper's qualitative results with
+the paper's recipe over 3 seeds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import cli_runner
+from diffsim import TASKS, rollout
+from diffsim.cli import app
+from diffsim.systems import box_trajopt as bt
+
+runner = cli_runner()
+
+Q = np.array(bt.Q_DIAG)
+
+
+def _reference_cost(u, start, goal, force):
+    """The paper's loop: forces from the positions and velocities at the start of the step,
+    velocities updated first, positions with the new velocities; cost on s_0 … s_T."""
+    s = np.array(start, float)
+    cost = float(np.sum(Q * (s - goal) ** 2))
+    for ut in u:
+        x1, x2, v1, v2 = s
+        f1, f2, c = force(x1, x2, v1, v2, ut)
+        v1, v2 = c * v1 + bt.H / bt.MASS * f1, c * v2 + bt.H / bt.MASS * f2
+        s = np.array([x1 + bt.H * v1, x2 + bt.H * v2, v1, v2])
+        cost += float(np.sum(Q * (s - goal) ** 2)) + bt.R * ut**2
+    return cost
+
+
+def _spring(task):
+    def force(x1, x2, v1, v2, u):
+        p = max(1.0 - (x2 - x1), 0.0)
+        return -task.k * p + u, task.k * p, task.damping
+
+    return force
+
+
+def _friction(x1, x2, v1, v2, u):
+    cap = bt.FRICTION_MU * bt.FRICTION_SLIP
+    f = -float(abs(x2 - x1) < bt.FRICTION_WIDTH) * np.clip(bt.FRICTION_MU * (v2 - v1), -cap, cap)
+    return -f + u, f, 1.0
+
+
+@pytest.mark.parametrize("task", [bt.SOFT, bt.STIFF], ids=["soft", "stiff"])
+def test_spring_push_matches_the_papers_update(task):
+    """Random forces around 1 N (the pusher reaches and pushes the box): the cost from the
+    library's WithContact/PenaltySpring rollout equals the transcription to 1e-12."""
+    u = 1.0 + 0.5 * np.random.default_rng(0).standard_normal(task.num_steps)
+    ref = _reference_cost(u, bt.PUSH_START, np.array(bt.PUSH_GOAL), _spring(task))
+    got = float(bt.spring_push_loss(jnp.asarray(u), task))
+    assert got == pytest.approx(ref, rel=1e-12)
+
+
+def test_friction_carry_matches_the_papers_update():
+    """Forces that first carry the box, then jerk the pusher away (the box slides off):
+    equal to the transcription to 1e-12, and the box is left behind (its final position
+    differs from the pusher's by more than the width)."""
+    u = np.concatenate([np.full(100, 0.05), np.full(20, 2.0), np.zeros(280)])
+    ref = _reference_cost(u, bt.FRICTION_START, np.array(bt.FRICTION_GOAL), _friction)
+    got = float(bt.friction_carry_loss(jnp.asarray(u)))
+    assert got == pytest.approx(ref, rel=1e-12)
+    x, _ = rollout(bt.friction_carry_step(), (jnp.zeros(2), jnp.zeros(2)), {"mu": 1.8}, 400,
+                   inputs=jnp.asarray(u), trajectory=False)  # fmt: skip
+    assert abs(float(x[1] - x[0])) > bt.FRICTION_WIDTH
+
+
+@pytest.mark.parametrize("name", ["push-soft", "push-stiff", "friction"])
+def test_gradients_match_central_differences(name):
+    """Three random directions at the task's start, jittered: d/dε V(u + ε d) by central
+    differences (ε = 1e-6) agrees with jax.grad to 1e-5 relative (float64)."""
+    loss, u0 = TASKS[name].build()
+    rng = np.random.default_rng(1)
+    u = u0 + 0.3 * jnp.asarray(rng.standard_normal(u0.shape))
+    g = jax.grad(loss)(u)
+    for _ in range(3):
+        d = jnp.asarray(rng.standard_normal(u0.shape))
+        eps = 1e-6
+        fd = (float(loss(u + eps * d)) - float(loss(u - eps * d))) / (2 * eps)
+        assert float(g @ d) == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+def test_bad_input_names_the_argument():
+    with pytest.raises(ValueError, match="damping must be in"):
+        bt.spring_push_step(1.5)
+    with pytest.raises(ValueError, match="u must have shape"):
+        bt.spring_push_loss(jnp.ones((3, 2)))
+    with pytest.raises(ValueError, match="u"):
+        bt.friction_carry_loss(jnp.array([1.0, jnp.nan]))
+    with pytest.raises(ValueError, match="mu"):
+        bt.friction_carry_loss(jnp.ones(4), mu=-1.0)
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        TASKS["friction"].estimator("exact")
+
+
+def test_cli_train_is_the_library_run():
+    """``diffsim train --json`` returns the losses of ``Task.train`` with the same seed."""
+    out = runner.invoke(
+        app, ["train", "--task", "push-soft", "-e", "first", "--steps", "5", "--seed", "3",
+              "--json"],
+    )  # fmt: skip
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    r = TASKS["push-soft"].train("first", key=jax.random.PRNGKey(3), steps=5)
+    np.testing.assert_allclose(got["history"]["loss"], np.asarray(r.history.loss), rtol=1e-12)
+    assert got["loss_final"] == pytest.approx(float(r.loss), rel=1e-12)
+    assert got["evaluations"] == int(r.evaluations) == 5 * 10
+    assert got["loss_final"] < got["loss_initial"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--task", "nope"], "--task"),
+        (["--task", "friction", "-e", "exact"], "estimator must be one of"),
+        (["--task", "friction", "--steps", "-1"], "--steps must be an integer >= 0"),
+        (["--task", "friction", "--seed", "-1"], "--seed"),
+    ],
+)
+def test_cli_train_bad_input_one_line_exit_2(args, message):
+    out = runner.invoke(app, ["train", *args])
+    assert out.exit_code == 2, out.output
+    assert message in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def _finals(name, estimator, seeds=3):
+    """The final losses and the whole loss curves of ``seeds`` runs (seeds vmapped)."""
+    task = TASKS[name]
+    run = jax.jit(jax.vmap(lambda key: task.train(estimator, key=key)))
+    r = run(jax.random.split(jax.random.PRNGKey(1), seeds))
+    return np.asarray(r.loss), np.asarray(r.history.loss)
+
+
+@pytest.mark.slow
+def test_pushing_first_order_wins_soft_zeroth_wins_stiff():
+    """The paper's Fig. (pushing trajopt), its recipe (σ = 0.1, N = 10, 500 steps of 1e-3):
+    with the soft spring the first-order gradient ends lower than the zeroth-order one in
+    every seed (measured 1128 vs 1171…1173) and ``auto`` (which trusts the exact gradient
+    there) ends within 1 % of the first-order one; with the stiff spring the zeroth-order
+    one ends lower in median (818 vs 863; FoBG's seeds range 821…1071). ``auto`` on the
+    stiff spring is not asserted: its seeds end 815…1736 (docs/guides/control.md)."""
+    soft = {e: _finals("push-soft", e)[0] for e in ("first", "zeroth", "auto")}
+    assert soft["first"].max() < soft["zeroth"].min()
+    assert np.median(soft["auto"]) <= 1.01 * np.median(soft["first"])
+    stiff = {e: _finals("push-stiff", e)[0] for e in ("first", "zeroth")}
+    assert np.median(stiff["zeroth"]) < 0.99 * np.median(stiff["first"])
+
+
+@pytest.mark.slow
+def test_friction_first_order_degrades_zeroth_and_alpha_do_not():
+    """The paper's friction task, its recipe (σ = 0.1, N = 10, 100 steps of 1e-4): the
+    first-order run's loss rises by > 5 % from its lowest point once the box slides off
+    (measured 8000…8300 → 8730…8880), the zeroth- and alpha-order ones end below the
+    first-order one's lowest point in every seed (measured 7120…7190)."""
+    first, curve = _finals("friction", "first")
+    assert np.all(first > 1.05 * curve.min(axis=1))
+    for e in ("zeroth", "alpha"):
+        final, _ = _finals("friction", e)
+        assert final.max() < curve.min(axis=1).min()

@@ -123,3 +123,16 @@ def test_control_guide_table_is_the_recorded_run():
     assert [r.split()[0] for r in rows[1:]] == ["FoBG", "ZoBG", "AoBG", "auto"]
     guide = (ROOT / "docs/guides/control.md").read_text()
     assert "```text\n" + "\n".join(rows) + "\n```" in guide
+
+
+def test_control_guide_trajopt_tables_are_the_recorded_run():
+    """The three trajectory-optimisation tables in the control guide are the record's rows
+    verbatim, one per task, under the command that produced them."""
+    record = (ROOT / "docs/records/control-trajopt.txt").read_text().splitlines()
+    assert record[0].startswith("# python -m benchmarks.control --task push-soft")
+    guide = (ROOT / "docs/guides/control.md").read_text()
+    blocks = [record[1 + 6 * i : 1 + 6 * (i + 1)] for i in range(3)]
+    assert [b[0].split(":")[0] for b in blocks] == ["push-soft", "push-stiff", "friction"]
+    for block in blocks:
+        assert [r.split()[0] for r in block[2:]] == ["FoBG", "ZoBG", "AoBG", "auto"]
+        assert "```text\n" + "\n".join(block[1:]) + "\n```" in guide

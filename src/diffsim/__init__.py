@@ -65,6 +65,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "DEFAULT_SIGMA",
+    "TASKS",
     "Diagnosis",
     "DivergedError",
     "GradCheck",
@@ -78,7 +79,6 @@ __all__ = [
     "Recording",
     "Relative",
     "Schedule",
-    "TASKS",
     "Task",
     "__version__",
     "adjoint_vjp",

@@ -136,31 +136,44 @@ TASKS: dict[str, Task] = {
             f"push a box through a soft spring (k = 10 N/m, T = 400): {_PUSH}",
             "first-order trains fastest; zeroth-order lags",
             _push(bt.SOFT),
-            bt.SIGMA, bt.NUM_SAMPLES, bt.PUSH_ITERATIONS, bt.PUSH_LEARNING_RATE,
-        ),  # fmt: skip
+            sigma=bt.SIGMA,
+            num_samples=bt.NUM_SAMPLES,
+            steps=bt.PUSH_ITERATIONS,
+            learning_rate=bt.PUSH_LEARNING_RATE,
+        ),
         Task(
             "push-stiff",
             f"push a box through a stiff spring (k = 1000 N/m, T = 200): {_PUSH}",
             "zeroth-order trains fastest; first-order is slow and erratic",
             _push(bt.STIFF),
-            bt.SIGMA, bt.NUM_SAMPLES, bt.PUSH_ITERATIONS, bt.PUSH_LEARNING_RATE,
-        ),  # fmt: skip
+            sigma=bt.SIGMA,
+            num_samples=bt.NUM_SAMPLES,
+            steps=bt.PUSH_ITERATIONS,
+            learning_rate=bt.PUSH_LEARNING_RATE,
+        ),
         Task(
             "friction",
             "carry a box by friction (T = 400): the pusher's force on each step, from 0",
             "first-order descends, then degrades once the box slides off; zeroth- and "
             "alpha-order keep descending",
             _friction,
-            bt.SIGMA, bt.NUM_SAMPLES, bt.FRICTION_ITERATIONS, bt.FRICTION_LEARNING_RATE,
-        ),  # fmt: skip
+            sigma=bt.SIGMA,
+            num_samples=bt.NUM_SAMPLES,
+            steps=bt.FRICTION_ITERATIONS,
+            learning_rate=bt.FRICTION_LEARNING_RATE,
+        ),
         Task(
             "tennis",
             "return a ball with a paddle: a linear policy Θ ∈ R^{3×7} over 200 steps",
             "the paper: zeroth- and alpha-order return the balls, first-order misses many "
             "(measured here: first-order returns the most, docs/guides/control.md)",
             _tennis,
-            0.05, 200, 300, None, _returned, "held-out balls returned",
-        ),  # fmt: skip
+            sigma=0.05,
+            num_samples=200,
+            steps=300,
+            score=_returned,
+            score_name="held-out balls returned",
+        ),
     )
 }
 """Every control task by name, in the order the CLI lists them."""

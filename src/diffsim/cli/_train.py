@@ -89,7 +89,8 @@ def train_cmd(
     if json_out:
         print_json(out)
         return
-    table = titled_table(f"{spec.name} with {estimator}: σ = {spec.sigma:g}, N = {spec.num_samples}")
+    title = f"{spec.name} with {estimator}: σ = {spec.sigma:g}, N = {spec.num_samples}"
+    table = titled_table(title)
     table.add_column("iterate k", justify="right")
     table.add_column("loss L(θ_k)", justify="right")
     for k in sorted({0, steps // 4, steps // 2, (3 * steps) // 4} - {steps}):

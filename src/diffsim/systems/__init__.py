@@ -20,8 +20,8 @@ Examples:
     True
 """
 
-from . import projectile_wall as projectile_wall
 from . import box_trajopt as box_trajopt
+from . import projectile_wall as projectile_wall
 from . import pushing as pushing
 from . import tennis as tennis
 from . import wall_study as wall_study

@@ -35,8 +35,10 @@ Examples:
     >>> from diffsim.systems import box_trajopt as bt
     >>> bt.H, bt.MASS, bt.Q_DIAG, bt.R, bt.SIGMA, bt.NUM_SAMPLES
     (0.005, 0.1, (0.1, 10.0, 0.1, 0.1), 1.0, 0.1, 10)
-    >>> bt.SOFT, bt.STIFF
-    (SpringPush(k=10.0, damping=0.998, num_steps=400), SpringPush(k=1000.0, damping=0.99, num_steps=200))
+    >>> bt.SOFT
+    SpringPush(k=10.0, damping=0.998, num_steps=400)
+    >>> bt.STIFF
+    SpringPush(k=1000.0, damping=0.99, num_steps=200)
 """
 
 from __future__ import annotations

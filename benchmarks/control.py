@@ -1,6 +1,7 @@
 """Training a controller through contact: the paper's control tasks with every estimator.
 
     python -m benchmarks.control [--task tennis] [--seeds 3] [--steps S] [--samples N] [--sigma σ]
+                                 [--no-es]
     python -m benchmarks.control --task push-soft push-stiff friction --seeds 5
 
 Each task of :data:`diffsim.TASKS` trained by :meth:`diffsim.Task.train` — the paper's
@@ -12,26 +13,107 @@ Tennis (:mod:`diffsim.systems.tennis`): a linear policy Θ ∈ R^{3×7} from Θ 
 step's action, every sample its own initial state; the loss is the cost over 64 fixed initial
 states. The trajectory optimisations (:mod:`diffsim.systems.box_trajopt`): the forces on each
 step, plain gradient descent with the paper's constant step.
-Not yet here (issue 21): Brax APG and an evolution strategy at equal simulator steps.
+
+Evolution strategies at FoBG's budget (``--no-es`` skips them): OpenAI-ES and separable
+CMA-ES from evosax (``pip install evosax``, in the ``bench`` extra), each on the noise-free
+loss L(θ) from the task's start, the whole run one ``jax.jit`` (generations by
+``lax.scan``, each population by one ``jax.vmap`` of L), as many generations as fit in the
+simulator evaluations FoBG used — counted as rollouts, as FoBG's are: one L(θ) of a
+trajectory optimisation is one rollout, one of tennis ``loss.num_states`` (64), while a
+FoBG sample is one rollout with its backward pass. Both start at step size σ (the task's,
+or ``--sigma``; for tennis σ is in the action's units and serves as the step in Θ).
+OpenAI-ES: a population of :data:`OPENAI_ES_POPULATION` (antithetic pairs), centred ranks,
+σ fixed, Adam with the learning rate :data:`OPENAI_ES_LR` · σ. sep-CMA-ES: evosax's
+defaults, σ adapted, the population 4 + ⌊3 ln d⌋ of d = dim θ. Reported: L at the final
+mean (that evaluation not counted, as ``optimize``'s loss is not).
+Not yet here (issue 21): Brax APG.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import sys
 import time
 
 import jax
+import jax.flatten_util
+import jax.numpy as jnp
 import numpy as np
+import optax
 
-from diffsim import TASKS
+from diffsim import TASKS, PolicyObjective
 from diffsim.estimators import make_estimator
 
 NAMES = {"first": "FoBG", "zeroth": "ZoBG", "alpha": "AoBG", "auto": "auto"}
+ES = ("OpenAI-ES", "sep-CMA-ES")
+OPENAI_ES_POPULATION = 10
+"""OpenAI-ES's population, 5 antithetic pairs (with :data:`OPENAI_ES_LR`, the best of a small
+sweep, population 10, 20, 50 and learning rate 0.1, 0.3, 1 σ, on the trajectory
+optimisations' seeds 0–2)."""
+OPENAI_ES_LR = 0.3
+"""OpenAI-ES's Adam learning rate, in units of σ."""
+EVOSAX = "the ES baselines need evosax: pip install evosax (or --no-es to skip them)"
+
+
+def _evosax():
+    """evosax's algorithms, or a one-line exit saying how to install it."""
+    try:
+        from evosax.algorithms import Open_ES, Sep_CMA_ES
+    except ImportError:
+        raise SystemExit(EVOSAX) from None
+    return importlib.metadata.version("evosax"), Open_ES, Sep_CMA_ES
+
+
+def evolution(name: str, loss, theta0, sigma: float, budget: int, per_call: int):
+    """``(run, population, generations)``: ``run(key) -> θ``, the strategy ``name``'s mean
+    after as many generations as ``budget`` rollouts allow (``per_call`` rollouts per L(θ)),
+    the whole loop jitted."""
+    _, Open_ES, Sep_CMA_ES = _evosax()
+    dim = int(jax.flatten_util.ravel_pytree(theta0)[0].size)
+    if name == "OpenAI-ES":
+        population = OPENAI_ES_POPULATION
+        es = Open_ES(population, theta0, optimizer=optax.adam(OPENAI_ES_LR * sigma),
+                     std_schedule=optax.constant_schedule(sigma))  # fmt: skip
+        params = es.default_params
+    else:
+        population = 4 + int(3 * np.log(dim))  # CMA-ES's default
+        es = Sep_CMA_ES(population, theta0)
+        params = es.default_params.replace(std_init=jnp.asarray(sigma))
+    generations = budget // (population * per_call)
+    fitness = jax.vmap(loss)
+
+    @jax.jit
+    def run(key):
+        k0, key = jax.random.split(key)
+        state = es.init(k0, theta0, params)
+
+        def generation(state, k):
+            k_ask, k_tell = jax.random.split(k)
+            pop, state = es.ask(k_ask, state, params)
+            state, _ = es.tell(k_tell, pop, fitness(pop), state, params)
+            return state, None
+
+        state, _ = jax.lax.scan(generation, state, jax.random.split(key, generations))
+        return es.get_mean(state)
+
+    return run, population, generations
+
+
+def _spread(v, fmt):
+    return f"{fmt(np.median(v))} [{fmt(min(v))}, {fmt(max(v))}]" if v else "—"
+
+
+def _row(label, costs, fracs, evals, times):
+    return (
+        f"{label:<10} {_spread(costs, lambda c: f'{c:.1f}'):>28} "
+        f"{_spread(fracs, lambda f: f'{f:.0%}'):>22} {int(np.median(evals)):>12} "
+        f"{np.median(times):>7.1f}"
+    )
 
 
 def run(task: str, seeds: int, steps: int | None, samples: int | None,
-        sigma: float | None) -> list[str]:  # fmt: skip
+        sigma: float | None, es: bool = True) -> list[str]:  # fmt: skip
     spec = TASKS[task]
     sigma = spec.sigma if sigma is None else sigma
     samples = spec.num_samples if samples is None else samples
@@ -47,6 +129,7 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
         "median [min, max]",
         f"{'estimator':<10} {'loss':>28} {'score':>22} {'evaluations':>12} {'time s':>7}",
     ]
+    budget = samples * steps  # FoBG's, replaced by what it counts
     for name, label in NAMES.items():
         est = make_estimator(name, sigma=sigma, num_samples=samples)
         costs, fracs, evals, times = [], [], [], []
@@ -59,14 +142,34 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
             if spec.score is not None:
                 fracs.append(float(spec.score(loss, r.theta)))
             evals.append(int(r.evaluations))
-
-        def spread(v, fmt):
-            return f"{fmt(np.median(v))} [{fmt(min(v))}, {fmt(max(v))}]" if v else "—"
-
+        if name == "first":
+            budget = int(np.median(evals))
+        rows.append(_row(label, costs, fracs, evals, times))
+        print(rows[-1], flush=True)
+    if not es:
+        return rows
+    per_call = loss.num_states if isinstance(loss, PolicyObjective) else 1
+    rows.append(
+        f"evosax {_evosax()[0]}, at FoBG's {budget} rollouts"
+        + (f" ({per_call} per L(θ))" if per_call > 1 else "")
+        + f", from the start with the step σ = {sigma}: OpenAI-ES with σ fixed, Adam's "
+        f"learning rate {OPENAI_ES_LR * sigma:g}; sep-CMA-ES with σ adapted"
+    )
+    print(rows[-1], flush=True)
+    for label in ES:
+        go, population, generations = evolution(label, loss, theta0, sigma, budget, per_call)
+        costs, fracs, times = [], [], []
+        for seed in range(seeds):
+            t = time.perf_counter()
+            theta = jax.block_until_ready(go(jax.random.PRNGKey(seed)))
+            times.append(time.perf_counter() - t)
+            costs.append(float(loss(theta)))
+            if spec.score is not None:
+                fracs.append(float(spec.score(loss, theta)))
+        evals = [generations * population * per_call]
         rows.append(
-            f"{label:<10} {spread(costs, lambda c: f'{c:.1f}'):>28} "
-            f"{spread(fracs, lambda f: f'{f:.0%}'):>22} {int(np.median(evals)):>12} "
-            f"{np.median(times):>7.1f}"
+            _row(label, costs, fracs, evals, times)
+            + f"  population {population}, {generations} generations"
         )
         print(rows[-1], flush=True)
     return rows
@@ -79,10 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--samples", type=int, default=None)
     p.add_argument("--sigma", type=float, default=None)
+    p.add_argument("--no-es", dest="es", action="store_false",
+                   help="skip the evolution strategies (they need evosax)")  # fmt: skip
     a = p.parse_args(argv)
+    if a.es:
+        _evosax()  # before any training: say at once how to install it
     jax.config.update("jax_enable_x64", True)
     for task in a.task:
-        rows = run(task, a.seeds, a.steps, a.samples, a.sigma)
+        rows = run(task, a.seeds, a.steps, a.samples, a.sigma, a.es)
         print("\n".join(rows), flush=True)  # the whole table, header first, for the record
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -352,17 +353,29 @@ def default_optimizer(theta0: Any, steps: int) -> optax.GradientTransformation:
 
 def _check_diverged(result: OptimizeResult) -> None:
     """A run whose θ or loss became NaN or inf is an error naming the first bad step, not
-    a silent NaN result (concrete results only: inside a user's ``jit`` nothing to check)."""
-    leaves = jax.tree_util.tree_leaves((result.theta, result.loss))
+    a silent NaN result; a run that ends finite after non-finite losses on the way is
+    returned with a warning naming those steps (concrete results only: inside a user's
+    ``jit`` nothing to check)."""
+    leaves = jax.tree_util.tree_leaves((result.theta, result.loss, result.history.loss))
     if not all(is_concrete(v) for v in leaves):
-        return
-    if all(bool(jnp.all(jnp.isfinite(v))) for v in leaves):
         return
     hist = result.history
     per_step = jnp.isfinite(hist.loss)
     for v in jax.tree_util.tree_leaves(hist.theta):
         per_step = per_step & jnp.all(jnp.isfinite(v.reshape(v.shape[0], -1)), axis=1)
     bad = np.flatnonzero(~np.asarray(per_step))
+    final = jax.tree_util.tree_leaves((result.theta, result.loss))
+    if all(bool(jnp.all(jnp.isfinite(v))) for v in final):
+        if bad.size:
+            steps = ", ".join(str(int(k)) for k in bad[:5]) + (" …" if bad.size > 5 else "")
+            warnings.warn(
+                f"optimize: the loss or theta was NaN or inf at {bad.size} of "
+                f"{hist.loss.shape[0]} steps (steps {steps}) and finite again at the end: "
+                "the history holds those values; check the loss's domain there",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return
     first = int(bad[0]) if bad.size else int(hist.loss.shape[0])
     at = f"at step {first}" if bad.size else "after the last step"
     good = None if first == 0 else jax.tree_util.tree_map(lambda v: v[first - 1], hist.theta)

@@ -23,7 +23,7 @@ dead-flat plateau exactly as the doctor does) and returns the estimate the choic
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._sharding import sample_map
-from .alpha_order import bernstein_radius
+from .alpha_order import bernstein_radius, choose_alpha
 from .base import flatten_loss
 from .first_order import first_order_samples
 
@@ -614,3 +614,36 @@ def assess(e: Any, t: Thresholds) -> Array:
     nf, pl, ju, stiff = _raised(e, t)
     ju = ju | (kink(e, t) & ~nf)  # a kink is answered as a jump is: the mixed estimate
     return choose(e, nf, pl, ju, stiff & ~nf, jnp.zeros((), bool), pending(e, t))
+
+
+class Mix(NamedTuple):
+    """What a choice makes of the two families (:func:`mix_by_choice`)."""
+
+    alpha: Array  # 1 (exact), AoBG's α (mixed), 0 (zeroth order), NaN (none)
+    bias_gap: Array  # ‖mean₁ − mean₀‖
+    mean: Array  # α mean₁ + (1 − α) mean₀; NaN where the choice is none
+    se: Array  # its standard error, per coordinate; NaN where none
+    variance: Array  # α² var₁ + (1 − α)² var₀
+
+
+def mix_by_choice(choice: Array, m0: Array, se0: Array, var0: Array, m1: Array, se1: Array,
+                  var1: Array, finite1: Array, dt: Any) -> Mix:  # fmt: skip
+    """The estimate a choice returns from the first-order (m1, se1, var1; ``finite1``: its
+    samples were finite) and zeroth-order (m0, se0, var0) families — ``auto``'s rule in both
+    settings: α = 1 when trusted, AoBG's α at a tolerated bias of the ZoBG mean's standard
+    error when mixed, 0 for zeroth order, NaN when no estimate is trusted. The callers
+    zero ``m1`` and ``se1`` where ``finite1`` is false (no 0·NaN in the mix)."""
+    B = jnp.sqrt(jnp.sum((m1 - m0) ** 2))
+    se0_norm = jnp.sqrt(jnp.sum(se0**2))
+    var1_ok = jnp.where(finite1, var1, jnp.inf)
+    alpha_mix = choose_alpha(var0, var1_ok, jnp.zeros((), dt), B, se0_norm)
+    alpha = jnp.select(
+        [choice == EXACT, choice == MIXED, choice == NONE],
+        [jnp.ones((), dt), alpha_mix, jnp.asarray(jnp.nan, dt)],
+        jnp.zeros((), dt),
+    ).astype(dt)
+    a = jnp.where(jnp.isfinite(alpha), alpha, 0.0)
+    none = choice == NONE
+    mean = jnp.where(none, jnp.nan, a * m1 + (1 - a) * m0)
+    se = jnp.where(none, jnp.nan, jnp.sqrt(a**2 * se1**2 + (1 - a) ** 2 * se0**2))
+    return Mix(alpha, B, mean, se, a**2 * var1 + (1 - a) ** 2 * var0)

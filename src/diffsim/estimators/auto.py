@@ -46,7 +46,6 @@ from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from . import _evidence as ev
 from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
 from ._evidence import CHOICES, REASONS, WIDEN
-from .alpha_order import choose_alpha
 from .base import (
     SIGMA,
     GradientEstimate,
@@ -118,28 +117,16 @@ def _auto(loss, theta, key, sigma, num_samples, max_samples, max_widen, threshol
     )
     choice = ev.assess(e, thresholds)
 
-    m0, se0, var0 = e.zeroth_mean, e.zeroth_se, e.zeroth_variance
     finite1 = e.finite_perturbed_gradients
-    m1 = jnp.where(finite1, e.first_mean, 0.0)  # keep 0·NaN out of the mix
-    se1 = jnp.where(finite1, e.first_se, 0.0)
     var1 = e.first_variance
-    # AoBG's rule with the tolerated bias γ − ε = ‖SE of the ZoBG mean‖ (in θ's units)
-    B = jnp.sqrt(jnp.sum((m1 - m0) ** 2))
-    se0_norm = jnp.sqrt(jnp.sum(se0**2))
-    alpha_mix = choose_alpha(var0, jnp.where(finite1, var1, jnp.inf), jnp.zeros((), dt), B,
-                             se0_norm)  # fmt: skip
-    alpha = jnp.select(
-        [choice == ev.EXACT, choice == ev.MIXED, choice == ev.NONE],
-        [jnp.ones((), dt), alpha_mix, jnp.asarray(jnp.nan, dt)],
-        jnp.zeros((), dt),
-    ).astype(dt)
-    a = jnp.where(jnp.isfinite(alpha), alpha, 0.0)
-    mixed = a * m1 + (1 - a) * m0
-    estimate = jnp.where(choice == ev.EXACT, e.grad, jnp.where(choice == ev.NONE, jnp.nan, mixed))
-    se = jnp.where(
-        choice == ev.EXACT, jnp.zeros_like(se0), jnp.sqrt(a**2 * se1**2 + (1 - a) ** 2 * se0**2)
-    )
-    se = jnp.where(choice == ev.NONE, jnp.nan, se)
+    mix = ev.mix_by_choice(
+        choice, e.zeroth_mean, e.zeroth_se, e.zeroth_variance,
+        jnp.where(finite1, e.first_mean, 0.0), jnp.where(finite1, e.first_se, 0.0), var1,
+        finite1, dt,
+    )  # fmt: skip
+    exact = choice == ev.EXACT
+    estimate = jnp.where(exact, e.grad, mix.mean)
+    se = jnp.where(exact, jnp.zeros_like(mix.se), mix.se)
     fixed = 1 + 2 * e.fd_excess.size  # L(θ) and the ladder, per round
     used = e.num_samples
     return make_result(
@@ -148,11 +135,11 @@ def _auto(loss, theta, key, sigma, num_samples, max_samples, max_widen, threshol
         se.astype(dt),
         num_loss_evals=(fixed + n) * rounds + fixed + used,
         num_grad_evals=(1 + n) * rounds + 1 + used,
-        variance=jnp.where(choice == ev.EXACT, 0.0, a**2 * var1 + (1 - a) ** 2 * var0),
-        zeroth_variance=var0,
+        variance=jnp.where(exact, 0.0, mix.variance),
+        zeroth_variance=e.zeroth_variance,
         first_variance=var1,
-        alpha=alpha,
-        bias_gap=B,
+        alpha=mix.alpha,
+        bias_gap=mix.bias_gap,
         sigma_used=e.sigma,
         choice=choice,
         z_gap=ev.relevant_gap(e, thresholds),

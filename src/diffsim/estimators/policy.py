@@ -211,30 +211,16 @@ def policy_auto(obj, theta, key, sigma, n, thresholds, mesh, reports) -> Gradien
     m0, se0, var0 = mean_and_stats(g0)
     finite1 = e.finite_perturbed_gradients
     m1, se1, var1 = mean_and_stats(jnp.where(finite1, g1, 0.0))
-    B = jnp.sqrt(jnp.sum((m1 - m0) ** 2))
-    se0_norm = jnp.sqrt(jnp.sum(se0**2))
-    alpha_mix = choose_alpha(var0, jnp.where(finite1, var1, jnp.inf), jnp.zeros((), dt), B,
-                             se0_norm)  # fmt: skip
-    alpha = jnp.select(
-        [choice == ev.EXACT, choice == ev.MIXED, choice == ev.NONE],
-        [jnp.ones((), dt), alpha_mix, jnp.asarray(jnp.nan, dt)],
-        jnp.zeros((), dt),
-    ).astype(dt)
-    a = jnp.where(jnp.isfinite(alpha), alpha, 0.0)
-
     # trusted ("exact"): α = 1, the first-order estimate — over random initial states there
     # is no zero-variance gradient, and the first-order samples are already paid for
-    mixed = a * m1 + (1 - a) * m0
-    estimate = jnp.where(choice == ev.NONE, jnp.nan, mixed)
-    se = jnp.sqrt(a**2 * se1**2 + (1 - a) ** 2 * se0**2)
-    se = jnp.where(choice == ev.NONE, jnp.nan, se)
+    mix = ev.mix_by_choice(choice, m0, se0, var0, m1, se1, var1, finite1, dt)
     ladder_evals = num * (1 + fp.size + fm.size)
     return make_result(
-        unravel, estimate.astype(dt), se.astype(dt),
+        unravel, mix.mean.astype(dt), mix.se.astype(dt),
         num_loss_evals=evals0 + ladder_evals,
         num_grad_evals=n + num + n // 2,
-        variance=a**2 * var1 + (1 - a) ** 2 * var0,
-        zeroth_variance=var0, first_variance=var1, alpha=alpha, bias_gap=B,
+        variance=mix.variance,
+        zeroth_variance=var0, first_variance=var1, alpha=mix.alpha, bias_gap=mix.bias_gap,
         sigma_used=sbar, choice=choice, z_gap=ev.relevant_gap(e, thresholds), widenings=0,
         reports=reports,
     )  # fmt: skip

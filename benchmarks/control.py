@@ -25,7 +25,8 @@ or ``--sigma``; for tennis σ is in the action's units and serves as the step in
 OpenAI-ES: a population of :data:`OPENAI_ES_POPULATION` (antithetic pairs), centred ranks,
 σ fixed, Adam with the learning rate :data:`OPENAI_ES_LR` · σ. sep-CMA-ES: evosax's
 defaults, σ adapted, the population 4 + ⌊3 ln d⌋ of d = dim θ. Reported: L at the final
-mean (that evaluation not counted, as ``optimize``'s loss is not).
+mean (that evaluation not counted, as ``optimize``'s loss is not); the time of a seed
+includes compiling, as the estimators' does (each :meth:`~diffsim.Task.train` compiles anew).
 Not yet here (issue 21): Brax APG.
 """
 
@@ -157,10 +158,10 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
     )
     print(rows[-1], flush=True)
     for label in ES:
-        go, population, generations = evolution(label, loss, theta0, sigma, budget, per_call)
         costs, fracs, times = [], [], []
         for seed in range(seeds):
-            t = time.perf_counter()
+            t = time.perf_counter()  # compilation included, as Task.train's (it compiles anew)
+            go, population, generations = evolution(label, loss, theta0, sigma, budget, per_call)
             theta = jax.block_until_ready(go(jax.random.PRNGKey(seed)))
             times.append(time.perf_counter() - t)
             costs.append(float(loss(theta)))

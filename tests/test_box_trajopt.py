@@ -9,6 +9,7 @@ the paper's recipe over 3 seeds.
 from __future__ import annotations
 
 import json
+import logging
 
 import jax
 import jax.numpy as jnp
@@ -117,6 +118,18 @@ def test_cli_train_is_the_library_run():
     assert got["loss_final"] == pytest.approx(float(r.loss), rel=1e-12)
     assert got["evaluations"] == int(r.evaluations) == 5 * 10
     assert got["loss_final"] < got["loss_initial"]
+
+
+def test_training_a_task_again_compiles_nothing(caplog):
+    """A second ``Task.train`` with another key reuses the first's compiled run (the loss
+    and optimiser are built once per task), and gives the same numbers as a first run."""
+    task = TASKS["push-stiff"]
+    first = task.train("first", key=jax.random.PRNGKey(0), steps=3)
+    with caplog.at_level(logging.WARNING), jax.log_compiles(True):
+        again = task.train("first", key=jax.random.PRNGKey(0), steps=3)
+    compiles = [r.getMessage() for r in caplog.records if "ompil" in r.getMessage()]
+    assert compiles == []
+    np.testing.assert_array_equal(np.asarray(again.history.loss), np.asarray(first.history.loss))
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +39,18 @@ from typer.core import TyperGroup
 _NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 console = Console()
+
+
+def registry_choices(name: str, names: Iterable[str]) -> Any:
+    """A ``str`` Enum of a registry's names, the choices of one option (a member's name is
+    its value with ``_`` for ``-``): the registry stays the one source of the choices.
+
+    Example:
+        >>> Fruit = registry_choices("Fruit", ["apple", "star-fruit"])
+        >>> [f.value for f in Fruit], Fruit.star_fruit == "star-fruit"
+        (['apple', 'star-fruit'], True)
+    """
+    return Enum(name, [(n.replace("-", "_"), n) for n in names], type=str)
 
 
 def titled_table(title: str) -> Table:

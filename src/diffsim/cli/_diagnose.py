@@ -21,6 +21,7 @@ from ._common import (
     console,
     print_json,
     progress_bar,
+    registry_choices,
     use_devices,
     used,
 )
@@ -53,7 +54,7 @@ if TYPE_CHECKING:  # to a type checker, a str Enum; its members are made from PR
     class DoctorSystem(str, Enum): ...
 
 else:  # the choices of --system are the doctor's presets (defined once, in diffsim.doctor)
-    DoctorSystem = Enum("DoctorSystem", [(n.replace("-", "_"), n) for n in PRESETS], type=str)
+    DoctorSystem = registry_choices("DoctorSystem", PRESETS)
 
 
 class MjcfInput(str, Enum):

@@ -26,6 +26,7 @@ from ._common import (
     console,
     print_json,
     progress_bar,
+    registry_choices,
     titled_table,
 )
 
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # to a type checker, a str Enum; its members are the registry
     class SystemName(str, Enum): ...
 
 else:
-    SystemName = Enum("SystemName", [(n.replace("-", "_"), n) for n in SYSTEMS], type=str)
+    SystemName = registry_choices("SystemName", SYSTEMS)
 
 MAX_STEPS = 10_000
 """``--steps`` / ``--max-steps`` at most (a recording longer than this is for the API)."""

@@ -23,6 +23,7 @@ from ._common import (
     precision_name,
     print_json,
     progress_bar,
+    registry_choices,
     require_finite_answer,
     titled_table,
 )
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # to a type checker, a str Enum; its members are the registry
     class TaskName(str, Enum): ...
 
 else:
-    TaskName = Enum("TaskName", [(n.replace("-", "_"), n) for n in TASKS], type=str)
+    TaskName = registry_choices("TaskName", TASKS)
 
 MAX_STEPS = 100_000
 """``--steps`` at most."""

@@ -129,12 +129,11 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
     sigma = spec.sigma if sigma is None else sigma
     samples = spec.num_samples if samples is None else samples
     steps = spec.steps if steps is None else steps
-    loss, theta0 = spec.build()
+    loss, theta0 = spec.problem()
     start = f"{task}: the start costs {float(loss(theta0)):.1f}"
     if spec.score is not None:
         start += f" and scores {float(spec.score(loss, theta0)):.0%} ({spec.score_name})"
-    opt = "Adam (optimize's default)" if spec.learning_rate is None else (
-        f"gradient descent, step {spec.learning_rate:g}")  # fmt: skip
+    opt = spec.optimizer_text()
     rows = [
         f"{start}; {steps} steps of {opt}, N = {samples}, σ = {sigma}, {seeds} seeds: "
         "median [min, max]",

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
-import pathlib
 import statistics
 import time
 from collections.abc import Callable
@@ -40,20 +38,13 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 from diffsim.engines import mjx  # noqa: E402
+from diffsim.engines.control import gymnasium_model  # noqa: E402
 
 mujoco_mjx = mjx.mjx  # MuJoCo MJX, which the adapter imports without its Warp probe's prints
 
 MODELS = ["hopper", "half_cheetah", "walker2d", "ant", "humanoid"]
 CONTACT_STEPS = {"hopper": 100, "half_cheetah": 60, "walker2d": 100, "ant": 40, "humanoid": 60}
 EPS = 1e-6
-
-
-def zoo_path(name: str) -> str:
-    spec = importlib.util.find_spec("gymnasium")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("the zoo needs gymnasium: pip install -e '.[zoo]'")
-    root = pathlib.Path(next(iter(spec.submodule_search_locations)))
-    return str(root / "envs" / "mujoco" / "assets" / f"{name}.xml")
 
 
 def _timed(fn: Callable[[], Any], repeats: int = 3) -> tuple[float, float]:
@@ -99,7 +90,7 @@ def _c_gradient(m: mujoco.MjModel, d0: mujoco.MjData, w: np.ndarray, T: int) -> 
 
 
 def bench_model(name: str, T: int, worlds: list[int]) -> dict:
-    m = mjx._mj_model(zoo_path(name))
+    m = mjx._mj_model(gymnasium_model(name))
     d0 = _start(m, CONTACT_STEPS.get(name, 50))
     w = np.random.default_rng(1).normal(size=m.nv)
     step = mjx.load(m)

@@ -97,6 +97,7 @@ _SLOW_TESTS = (
     # scripts/test-slow, so that the default command stays under 10 minutes
     "src/diffsim/doctor/_diagnose.py::diffsim.doctor._diagnose.diagnose_rollout",
     "src/diffsim/engines/brax.py::diffsim.engines.brax.BraxStep",
+    "src/diffsim/engines/control.py::diffsim.engines.control.reacher_open_loop",
     "src/diffsim/estimators/auto.py::diffsim.estimators.auto.Auto",
     "src/diffsim/systems/wall_study.py::diffsim.systems.wall_study.optimize_wall",
     "tests/fuzz/test_fuzz_cli.py::test_fuzz_command[optimize]",

@@ -141,6 +141,12 @@ def test_control_guide_table_is_the_recorded_run():
     _check_control_record("control-tennis.txt", ["tennis"])
 
 
+def test_control_guide_mujoco_tables_are_the_recorded_run():
+    """The two MuJoCo tasks' tables in the control guide are the record's rows verbatim,
+    under the command that produced them."""
+    _check_control_record("control-mujoco.txt", ["pendulum", "reacher-open"])
+
+
 def test_control_guide_trajopt_tables_are_the_recorded_run():
     """The three trajectory-optimisation tables in the control guide are the record's rows
     verbatim, one per task, under the command that produced them."""

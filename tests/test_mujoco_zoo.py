@@ -25,8 +25,6 @@ programs take 15-90 s to compile on CPU.
 from __future__ import annotations
 
 import copy
-import importlib.util
-import pathlib
 import subprocess
 import sys
 
@@ -37,14 +35,10 @@ import numpy as np
 import pytest
 
 from diffsim.engines import mjx, scenes
+from diffsim.engines.control import gymnasium_model
 
 mujoco_mjx = mjx.mjx  # MuJoCo MJX (imported quietly by the adapter)
 
-_spec = importlib.util.find_spec("gymnasium")
-assert _spec is not None and _spec.submodule_search_locations, (
-    "the model zoo needs gymnasium: pip install -e '.[zoo]' (scripts/_setup.sh does)"
-)
-ZOO = pathlib.Path(next(iter(_spec.submodule_search_locations))) / "envs" / "mujoco" / "assets"
 
 MODELS = [
     "inverted_pendulum",
@@ -90,7 +84,7 @@ BOUNCE_RK4 = """
 
 
 def zoo(name: str) -> str:
-    return str(ZOO / f"{name}.xml")
+    return gymnasium_model(name)  # raises, saying how to install gymnasium, without it
 
 
 def load_mj(name: str) -> mujoco.MjModel:

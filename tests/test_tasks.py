@@ -1,6 +1,7 @@
 """Every control task of ``diffsim.TASKS``: its gradients are finite and reproducible with
 every estimator (the same key gives the same numbers, bit for bit), and their cost is
-reported. Slow (5 min on 2 cores: auto's evidence on each task compiles and runs a while).
+reported. Slow (5 min on 2 cores for the paper's tasks: auto's evidence on each compiles and
+runs a while; each MuJoCo task's estimators compile for 30-90 s more).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from diffsim import TASKS
+from diffsim import TASKS, PolicyObjective
 from diffsim._tasks import SMOOTHING
 from diffsim.estimators._evidence import EXACT
 
@@ -34,5 +35,5 @@ def test_gradients_are_finite_and_reproducible(name, estimator):
     # trusts it (on push-stiff, key 5's does and key 6's does not: a stiff verdict)
     c = est(jax.random.PRNGKey(6))
     trusted = int(a.choice) == int(c.choice) == EXACT
-    exact = estimator == "auto" and trusted and name != "tennis"
+    exact = estimator == "auto" and trusted and not isinstance(loss, PolicyObjective)
     assert np.array_equal(g, np.asarray(c.estimate)) == exact

@@ -11,6 +11,9 @@ the estimators, :func:`diffsim.optimize`, :func:`diffsim.diagnose` and
   and per-step actions; ``pip install 'diffsim-jax[brax]'``.
 * :mod:`diffsim.engines.scenes` — validated MJCF scenes with known answers (free flight,
   the article's wall in 3-D, Suh et al.'s pushing, a cart-pole).
+* :mod:`diffsim.engines.control` — control tasks on gymnasium's MuJoCo models (the reacher's
+  controls, a policy balancing the inverted pendulum), the losses of ``diffsim.TASKS``'
+  ``reacher-open`` and ``pendulum``; ``pip install '.[mjx,zoo]'``.
 
 The adapters import their engine only when imported themselves: ``import diffsim`` never
 needs MuJoCo or Brax. :data:`ENGINES` names each adapter and the extra that installs it.

@@ -34,8 +34,8 @@ import urllib.request
 
 from playwright.sync_api import sync_playwright
 
-from diffsim.app._browser import CHROMIUM
-from diffsim.app._browser import CHROMIUM_ARGS as ARGS
+from diffsim.app import CHROMIUM
+from diffsim.app import CHROMIUM_ARGS as ARGS
 
 _PROBE = """
 () => {

@@ -20,7 +20,7 @@ import pytest
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
-from diffsim.app._browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from diffsim.app import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from diffsim.systems import projectile_wall as pw  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

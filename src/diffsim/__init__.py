@@ -16,6 +16,9 @@ from . import doctor as doctor
 from . import estimators as estimators
 from . import integrators as integrators
 from . import systems as systems
+from ._extras import EXTRAS as EXTRAS
+from ._extras import MissingExtraError as MissingExtraError
+from ._extras import require_extra as require_extra
 from ._grad import Gradient as Gradient
 from ._grad import value_and_grad as value_and_grad
 from ._identify import IdentifyResult as IdentifyResult
@@ -65,12 +68,14 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "DEFAULT_SIGMA",
+    "EXTRAS",
     "TASKS",
     "Diagnosis",
     "DivergedError",
     "GradCheck",
     "Gradient",
     "IdentifyResult",
+    "MissingExtraError",
     "NotIdentifiableError",
     "OptimizeHistory",
     "OptimizeResult",
@@ -102,6 +107,7 @@ __all__ = [
     "mlp_policy",
     "optimize",
     "parse_parameters",
+    "require_extra",
     "rollout",
     "rollout_jacobian",
     "save_recording",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -48,16 +48,22 @@ class Task:
         adam_rate: instead, Adam at this constant learning rate (``None``: not Adam).
         score: optional ``(loss, θ) -> number``, the task's own measure of success.
         score_name: what ``score`` measures.
+        estimators: (class attribute) the estimators a task trains with, those that take
+            its σ and N.
 
     Example:
-        >>> from diffsim import TASKS
+        >>> from diffsim import TASKS, Task
         >>> t = TASKS["push-stiff"]
         >>> t.sigma, t.num_samples, t.steps, t.learning_rate
         (0.1, 10, 500, 0.001)
         >>> loss, u0 = t.build()
         >>> u0.shape, int(loss(u0))
         ((200,), 1821)
+        >>> Task.estimators
+        ('zeroth', 'first', 'alpha', 'auto')
     """
+
+    estimators: ClassVar[tuple[str, ...]] = SMOOTHING
 
     name: str
     title: str
@@ -79,7 +85,7 @@ class Task:
             >>> TASKS["friction"].estimator("zeroth").num_samples
             10
         """
-        if name not in SMOOTHING:
+        if name not in self.estimators:
             known = ", ".join(n for n in ESTIMATORS if n in SMOOTHING)
             raise ValueError(f"estimator must be one of {known} for a task, got {name!r}")
         return make_estimator(name, sigma=self.sigma, num_samples=self.num_samples)

@@ -1,6 +1,8 @@
 """Matplotlib figures of the contact pathologies (Agg backend, PNG files).
 
-Each ``*_figure(path=None)`` computes its data with the library's own simulators, writes a
+Needs the ``plots`` extra (matplotlib); without it a figure call raises
+:class:`~diffsim.MissingExtraError` saying what to install. Each
+``*_figure(path=None)`` computes its data with the library's own simulators, writes a
 PNG (default ``./<name>.png``, in the current folder; the folder must exist: none is
 created) and returns the path. ``diffsim plot NAME`` calls
 them.
@@ -23,10 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._extras import require_extra
+
 DEFAULT_DIR = Path(".")
 
 
 def _plt():
+    require_extra("plots")
     import matplotlib
 
     matplotlib.use("Agg")

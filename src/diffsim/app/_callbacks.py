@@ -27,8 +27,7 @@ import numpy as np
 from dash import Input, Output, Patch, State, ctx, html, no_update
 
 from ..doctor import cost_text
-from ..estimators import ESTIMATORS
-from ..estimators._evidence import CHOICES
+from ..estimators import CHOICES, ESTIMATORS
 from ._figures import (
     COLORS,
     LOSS_TRACE,

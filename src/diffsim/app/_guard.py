@@ -49,7 +49,14 @@ WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
 
 
 class BindError(ValueError):
-    """The server cannot listen where asked; ``option`` is the CLI option to change."""
+    """The server cannot listen where asked; ``option`` is the CLI option to change.
+
+    Example:
+        >>> from diffsim.app import BindError
+        >>> err = BindError("--port", "port 80 needs root: use a port from 1024 to 65535")
+        >>> err.option, isinstance(err, ValueError)
+        ('--port', True)
+    """
 
     def __init__(self, option: str, message: str) -> None:
         super().__init__(message)

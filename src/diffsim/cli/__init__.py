@@ -1,63 +1,50 @@
-"""The ``diffsim`` command: a thin shell over the library.
+"""The ``diffsim`` command: a thin shell over the library (the ``cli`` extra: Typer, Rich).
 
-Each command group lives in its own module and registers itself on the shared Typer app.
+Each command group lives in its own module and registers itself on the shared Typer app,
+``diffsim.cli.app``; importing this package imports neither Typer nor Rich until ``app`` or
+:func:`main` is used, so that without the extra the command answers with one line saying
+what to install.
 """
 
 from __future__ import annotations
 
-import typer
+import sys
+from typing import TYPE_CHECKING, Any
 
-from .. import __version__
-from . import _bench as _bench
-from . import _contact as _contact
-from . import _core as _core
-from . import _demo as _demo
-from . import _diagnose as _diagnose
-from . import _docs as _docs
-from . import _estimators as _estimators
-from . import _identify as _identify
-from . import _train as _train
-from ._common import CLIError, app, set_float32
+from .. import MissingExtraError, require_extra
 
-
-@app.callback(invoke_without_command=True)
-def _root(
-    ctx: typer.Context,
-    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
-    float32: bool = typer.Option(
-        False,
-        "--float32",
-        help="Compute in float32 (default: float64; on a 2-core CPU float64 ran jacobian and "
-        "optimize at the same speed, estimate 2x and wall's gradient at h = 1/24000 ~30x "
-        "slower). Warns where float32 loses what you asked for.",
-    ),
-) -> None:
-    """Differentiable simulation that stays trustworthy through contact."""
-    # --version is a plain flag, not an eager one: an eager flag exits before Click looks
-    # at the rest, so `diffsim --version true` printed the version and exited 0
-    if version:
-        if ctx.invoked_subcommand is not None:
-            raise CLIError(f"--version takes no command, got {ctx.invoked_subcommand!r}")
-        typer.echo(f"diffsim {__version__}")
-        raise typer.Exit()
-    if ctx.invoked_subcommand is None:
-        raise CLIError("missing command (diffsim --help lists them)")
-    import jax
-
-    before = bool(jax.config.jax_enable_x64)  # pyright: ignore[reportAttributeAccessIssue]
-    jax.config.update("jax_enable_x64", not float32)
-    set_float32(float32)
-
-    def restore() -> None:  # in-process callers (tests) get their setting back
-        jax.config.update("jax_enable_x64", before)
-        set_float32(False)
-
-    ctx.call_on_close(restore)
+if TYPE_CHECKING:
+    from ._root import app as app
 
 
 def main() -> None:
-    """Entry point of the ``diffsim`` console script."""
+    """Entry point of the ``diffsim`` console script (and ``python -m diffsim``).
+
+    Without the ``cli`` extra it prints one line naming the missing modules and the pip
+    command, and exits with status 1.
+
+    Example:
+        >>> from diffsim.cli import main
+        >>> main.__module__
+        'diffsim.cli'
+    """
+    try:
+        require_extra("cli")
+    except MissingExtraError as error:
+        sys.stderr.write(f"error: {error}\n")
+        raise SystemExit(1) from None
+    from ._root import app
+
     app()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # the Typer app, built on first use (needs the cli extra)
+        require_extra("cli")
+        from ._root import app
+
+        return app
+    raise AttributeError(f"module 'diffsim.cli' has no attribute {name!r}")
 
 
 __all__ = ["app", "main"]

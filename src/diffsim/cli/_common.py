@@ -2,7 +2,8 @@
 
 Every error the CLI reports is one line on stderr and exit code 2, whatever the input: the
 library's ``ValueError``/``TypeError``, the CLI's own checks (:class:`CLIError`) and Click's
-parse errors alike. Anything else is a bug in diffsim: one line, exit code 1.
+parse errors alike. A missing extra (the page's Dash, the figures' matplotlib) is one line
+naming the pip command, exit code 1. Anything else is a bug in diffsim: one line, exit code 1.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ try:  # recent Typer vendors its own Click: its exceptions are the ones raised
 except ImportError:  # older Typer (the oldest supported, 0.15.4) uses the click package
     import click
 from typer.core import TyperGroup
+
+from .. import MissingExtraError
 
 # Click >= 8.2 raises this for a group called without a command; older Click prints the help
 # itself (an empty tuple catches nothing)
@@ -143,6 +146,9 @@ class _OneLineErrors(TyperGroup):
             sys.exit(2)
         except typer.Abort:
             report_error("aborted")
+            sys.exit(1)
+        except MissingExtraError as err:  # `diffsim demo` or `plot` without their extra
+            report_error(str(err))
             sys.exit(1)
         except (ValueError, TypeError) as err:
             report_error(str(err))
@@ -373,7 +379,7 @@ def use_devices(devices: int | None) -> tuple[Any, int]:
     the devices JAX sees, and the error names the option and the accepted range."""
     import jax
 
-    from .._sharding import device_count, device_mesh
+    from .. import device_mesh
 
     if devices is not None:
         check_count("devices", devices, 1, DEVICES_MAX, "a device count")
@@ -390,7 +396,7 @@ def use_devices(devices: int | None) -> tuple[Any, int]:
         mesh = device_mesh(devices)
     except ValueError as err:
         raise CLIError(str(err).replace("devices must", "--devices must", 1)) from None
-    return devices, device_count(mesh)
+    return devices, 1 if mesh is None else int(mesh.devices.size)
 
 
 # --- answers, JSON ----------------------------------------------------------------------------

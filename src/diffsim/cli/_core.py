@@ -6,7 +6,6 @@ import numpy as np
 import typer
 
 from .. import rollout_jacobian
-from .._jacobians import Method
 from ..systems import SYSTEMS
 from ._common import (
     CLIError,
@@ -58,14 +57,17 @@ def jacobian(
     spec = SYSTEMS["free-particle"]
     system = spec.factory(h=h)
     out: dict[str, object] = {"steps": steps, "h": h, "dtype": precision_name()}
-    methods: tuple[tuple[str, Method], ...] = (
+    methods = (  # (the output's key, rollout_jacobian's method)
         ("autodiff", "autodiff"),
         ("product", "product"),
         ("analytic", "adjoint"),
     )
     with progress_bar("jacobian", len(methods), seconds, json_out) as advance:
         for key, method in methods:
-            J, _ = rollout_jacobian(system.step, system.s0, system.theta, steps, method=method)
+            J, _ = rollout_jacobian(
+                system.step, system.s0, system.theta, steps,
+                method=method,  # pyright: ignore[reportArgumentType]  (three of its literals)
+            )  # fmt: skip
             out[key] = np.asarray(J, dtype=float).tolist()
             advance()
     out["closed_form"] = spec.closed_forms["rollout_jacobian"](steps, h).tolist()

@@ -32,8 +32,7 @@ def demo(
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     # imports Dash and JAX: only when the command runs
-    from ..app import serve
-    from ..app._guard import BindError
+    from ..app import BindError, serve
 
     try:
         serve(host, port, open_browser=not no_browser)

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import typer
 
-from .._tasks import SMOOTHING, TASKS
+from .. import TASKS, Task
 from ._common import (
     CLIError,
     app,
@@ -45,7 +45,7 @@ _TASK_HELP = "; ".join(f"{t.name}: {t.title}" for t in TASKS.values())
 def train_cmd(
     task: TaskName = typer.Option(..., "--task", help=_TASK_HELP),
     estimator: str = typer.Option(
-        "auto", "--estimator", "-e", help=f"One of {', '.join(SMOOTHING)} (the task's σ and N)."
+        "auto", "--estimator", "-e", help=f"One of {', '.join(Task.estimators)} (σ, N: the task's)."
     ),
     steps: int = typer.Option(0, "--steps", help="Iterations (0: the experiment's)."),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
@@ -54,8 +54,8 @@ def train_cmd(
     """Train a control task (Suh et al.'s experiments; MuJoCo models through MJX) with one
     estimator and the task's recipe."""
     spec = TASKS[task.value]
-    if estimator not in SMOOTHING:
-        raise CLIError(f"estimator must be one of {', '.join(SMOOTHING)}, got {estimator!r}")
+    if estimator not in Task.estimators:
+        raise CLIError(f"estimator must be one of {', '.join(Task.estimators)}, got {estimator!r}")
     steps = check_count("steps", steps, 0, MAX_STEPS, "a run that long is for the API")
     steps = steps or spec.steps
     check_seed(seed)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._evidence import CHOICES as CHOICES
 from .alpha_order import AlphaOrder as AlphaOrder
 from .alpha_order import bernstein_radius as bernstein_radius
 from .alpha_order import choose_alpha as choose_alpha
@@ -62,6 +63,7 @@ def make_estimator(name: str, **options: Any) -> Estimator:
 
 __all__ = [
     "BASE_QUANTITIES",
+    "CHOICES",
     "ESTIMATORS",
     "QUANTITIES",
     "AlphaOrder",

@@ -317,6 +317,9 @@ def describe_choice(estimate: GradientEstimate) -> str:
         >>> text = describe_choice(Auto()(step, jnp.asarray(0.5), jax.random.PRNGKey(0)))
         >>> text.split(":")[0], "σ = 0.4 after 2 widening(s)" in text
         ('zeroth', True)
+        >>> from diffsim.estimators import CHOICES  # an estimate's choice code, by name
+        >>> CHOICES[0], CHOICES[1]
+        ('exact', 'mixed')
         >>> describe_choice(FiniteDifference()(step, jnp.asarray(0.5)))
         Traceback (most recent call last):
         ...

@@ -192,7 +192,7 @@ def run_task(task: Task, name: str, starts: int) -> dict[str, Any]:
             return None
         # the task's schedule, from the hand-picked σ or (auto) from auto's own σ at θ0
         start = task.sigma if name != "auto" else jnp.max(diffsim.sigma_vector(est.sigma, theta0))
-        return wall_study.CosineAnneal(start, task.anneal_to, task.steps)
+        return diffsim.cosine_anneal(start, task.anneal_to, task.steps, wall_study.ANNEAL_FRACTION)
 
     outcome_path = jax.jit(jax.vmap(task.outcome))
 

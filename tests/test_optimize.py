@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -59,6 +61,27 @@ def test_deterministic_and_vmappable():
     vs = jnp.array([8.0, 9.0])
     out = jax.vmap(run, in_axes=(0, None))(vs, jax.random.PRNGKey(3))
     assert out.shape == (2,) and float(out[0]) == pytest.approx(float(a), rel=1e-12)
+
+
+def test_a_new_anneal_start_reuses_the_compiled_run(caplog):
+    """``cosine_anneal``'s start and end are data of the schedule, not constants of the
+    compiled code: a second run from another σ₀ compiles nothing, and its σ history is the
+    closed form e + (s − e)(1 + cos(π k / (f K)))/2."""
+    est, steps = ZerothOrder(sigma=0.5, num_samples=4), 10
+
+    def run(start):
+        return optimize(
+            pw.loss_closed_form, jnp.asarray(9.0), est, steps=steps,
+            key=jax.random.PRNGKey(0), sigma_schedule=cosine_anneal(start, 0.1, steps, 0.5),
+        )  # fmt: skip
+
+    run(1.0)
+    with caplog.at_level(logging.WARNING), jax.log_compiles(True):
+        r = run(0.7)
+    assert [m for m in (r.getMessage() for r in caplog.records) if "ompil" in m] == []
+    k = np.arange(steps)
+    expected = 0.1 + 0.5 * (0.7 - 0.1) * (1 + np.cos(np.pi * np.minimum(k / 5.0, 1.0)))
+    np.testing.assert_allclose(np.asarray(r.history.sigma), expected, rtol=1e-12)
 
 
 def test_sigma_schedule_is_applied_and_ignored_without_sigma():

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.typing import ArrayLike
 from jaxtyping import Array, PyTree
 
 from ._checks import (
@@ -467,13 +468,17 @@ def _check_schedule(name: str, schedule: Schedule, length: int, like: Any) -> No
         )
 
 
-def cosine_anneal(start: float, end: float, num_steps: int, fraction: float = 1.0) -> Schedule:
+def cosine_anneal(
+    start: ArrayLike, end: ArrayLike, num_steps: int, fraction: float = 1.0
+) -> Schedule:
     r"""A cosine schedule from ``start`` to ``end`` over the first ``fraction`` of
     ``num_steps`` steps, then held at ``end``:
     :math:`s_k = e + \tfrac12 (s - e)(1 + \cos(π \min(k / (f K), 1)))`.
 
     Use it for σ (smooth widely first, then sharpen to the true minimiser) or for a
-    smoothing temperature.
+    smoothing temperature. ``start`` and ``end`` are arrays of the schedule (an Equinox
+    module), not constants of the compiled code: :func:`optimize` with another start reuses
+    its compiled run, and ``start`` may be traced (a schedule per θ₀ under ``vmap``).
 
     Raises:
         ValueError: ``start`` or ``end`` not finite and > 0, ``num_steps < 1``, or
@@ -490,10 +495,17 @@ def cosine_anneal(start: float, end: float, num_steps: int, fraction: float = 1.
     num_steps = check_int("num_steps", num_steps, minimum=1)
     if not (0 < fraction <= 1):
         raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
-    span = max(fraction * num_steps, 1.0)
+    dtype = jnp.result_type(float)
+    return _CosineAnneal(
+        jnp.asarray(start, dtype), jnp.asarray(end, dtype), max(fraction * num_steps, 1.0)
+    )
 
-    def schedule(k: Array) -> Array:
-        t = jnp.minimum(jnp.asarray(k) / span, 1.0)
-        return end + 0.5 * (start - end) * (1 + jnp.cos(jnp.pi * t))
 
-    return schedule
+class _CosineAnneal(eqx.Module):
+    start: Array
+    end: Array
+    span: float = eqx.field(static=True)  # f K, the steps over which it anneals (>= 1)
+
+    def __call__(self, k: Array) -> Array:
+        t = jnp.minimum(jnp.asarray(k) / self.span, 1.0)
+        return self.end + 0.5 * (self.start - self.end) * (1 + jnp.cos(jnp.pi * t))

@@ -26,10 +26,11 @@ from ..estimators import ESTIMATORS, Auto, Estimator, Exact, make_estimator
 from ..systems import projectile_wall as pw
 from ..systems import wall_study
 
-V0_MIN, V0_MAX, V0_STEP = 4.0, 14.0, 0.01
-"""The slider's range and step (m/s)."""
+V0_MIN, V0_MAX, V0_STEP = 4.0, pw.V0_MAX, 0.01
+"""The slider's range and step (m/s): up to the fastest launch the wall's rollout is sized
+for."""
 V0_DEFAULT = 8.0
-SIGMA_MIN, SIGMA_MAX, SIGMA_DEFAULT = 0.05, 1.5, 1.0
+SIGMA_MIN, SIGMA_MAX, SIGMA_DEFAULT = 0.05, wall_study.SIGMA_MAX, 1.0
 """Range and default of σ (m/s), the Gaussian smoothing of the randomized estimators."""
 TAU_MIN, TAU_MAX, TAU_DEFAULT = 0.01, 2.0, 0.3
 """Range and default of τ (m), the temperature of the sigmoid-wall model."""
@@ -50,7 +51,9 @@ TARGET_TOLERANCE = wall_study.TOLERANCE_X
 
 # The loss is tabulated once (wall_study.loss_table: every 5 mm/s on [0, 23] m/s) for the
 # Gaussian-smoothed curve; the drawn hard curve is every second entry of the same table.
-_CURVE_INDEX = np.arange(800, 2801, 2)
+_CURVE_INDEX = np.arange(
+    round(V0_MIN / wall_study.TABLE_STEP), round(V0_MAX / wall_study.TABLE_STEP) + 1, 2
+)
 CURVE_V0 = np.round(_CURVE_INDEX * wall_study.TABLE_STEP, 6)
 """v₀ values at which the loss curves are drawn (4 to 14 m/s, 0.01 m/s apart)."""
 TRAJECTORY_POINTS = 256
@@ -165,7 +168,8 @@ def parse_v0(value: Any) -> float:
 
 
 def parse_sigma(value: Any) -> float:
-    """σ from the page, in [0.05, 2] m/s. Raises :class:`InputError` otherwise."""
+    """σ from the page, in [:data:`SIGMA_MIN`, :data:`SIGMA_MAX`] = [0.05, 1.5] m/s. Raises
+    :class:`InputError` otherwise."""
     return _parse_number("σ", value, SIGMA_MIN, SIGMA_MAX, "m/s")
 
 

@@ -59,11 +59,6 @@ _CLI_OPTIONS = {"sigma": "sigma", "num_samples": "samples"}
 """Estimator option → the CLI flag's name in the output (what the user typed it as)."""
 
 
-SIGMA_MAX = (wall_study.TABLE_V_MAX - 14.0) / 6
-"""σ up to 1.5 m/s: the samples v0 + σw stay within the speeds the wall's rollout is sized
-for (14 m/s) to 6 σ (see :data:`~diffsim.systems.wall_study.TABLE_V_MAX`)."""
-
-
 def _v0_range(system: str) -> tuple[float, float]:
     """(0, the registry's maximum for v0]: faster balls outrun the rollout's horizon."""
     for setting in SYSTEM_REGISTRY[system].settings:
@@ -87,8 +82,9 @@ def _check_common(
         raise CLIError(f"v0 must be a finite speed in ({lo:g}, {hi:g}] m/s, got {v0}")
     if sigma is not None:  # None: the estimator's own, diffsim's one rule (5 % of v0)
         sigma = used("sigma", sigma)
-        if not 0 < sigma <= SIGMA_MAX:
-            raise CLIError(f"sigma must be finite and in (0, {SIGMA_MAX:g}] m/s, got {sigma}")
+        top = wall_study.SIGMA_MAX
+        if not 0 < sigma <= top:
+            raise CLIError(f"sigma must be finite and in (0, {top:g}] m/s, got {sigma}")
     if samples < 2:
         raise CLIError(f"samples must be an integer >= 2, got {samples}")
     check_seed(seed)

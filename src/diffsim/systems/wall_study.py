@@ -8,6 +8,8 @@ Examples:
     (0.7, 0.02, 0.6, 8, 300)
     >>> ws.LR, ws.LR_END_FRACTION, ws.TOLERANCE_X, ws.TABLE_STEP, ws.TABLE_V_MAX
     (0.2, 0.05, 0.05, 0.005, 23.0)
+    >>> ws.SIGMA_MAX  # the widest σ the CLI and the page accept: (23 − 14) / 6 m/s
+    1.5
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import optax
 from jaxtyping import Array
 
 from .._checks import check_positive
-from .._optimize import OptimizeResult, optimize
+from .._optimize import OptimizeResult, cosine_anneal, optimize
 from .._sigma import is_scalar_sigma, sigma_vector
 from ..estimators import Estimator
 from . import projectile_wall as pw
@@ -46,6 +47,10 @@ TABLE_STEP = 0.005
 """Spacing (m/s) of :func:`loss_table`'s v₀ grid."""
 TABLE_V_MAX = 23.0
 """Top of :func:`loss_table`'s grid (m/s): 14 m/s + 6 σ for σ up to 1.5 m/s."""
+SIGMA_MAX = (TABLE_V_MAX - pw.V0_MAX) / 6
+"""The widest σ (m/s) for launches up to :data:`~diffsim.systems.projectile_wall.V0_MAX`:
+the samples v₀ + σw stay on :func:`loss_table`'s grid (and within the speeds the wall's
+rollout is sized for) to 6 σ. The CLI and the page accept σ up to it."""
 
 
 def wall_system(v0: Any = 8.0, *, h: float = pw.DEFAULT_H, smoothing: Any = None) -> System:
@@ -185,38 +190,6 @@ def gaussian_smoothed_loss(v0: Any, sigma: Any, table: LossTable) -> Array:
     return jnp.sum(w * values, axis=-1) / jnp.sum(w, axis=-1)
 
 
-class CosineAnneal(eqx.Module):
-    r"""The annealing schedule of :func:`optimize_wall`,
-    :math:`s_k = e + \tfrac12 (s - e)\,(1 + \cos(π \min(k / (f K), 1)))` — the same as
-    :func:`diffsim.cosine_anneal`, but with the start :math:`s` and end :math:`e`
-    as arrays, so that :func:`diffsim.optimize` does not recompile for a new σ₀ or τ₀
-    (the web page's boxes).
-
-    Examples:
-        >>> from diffsim.systems.wall_study import CosineAnneal
-        >>> s = CosineAnneal(0.7, 0.02, 300)  # over the first 60 % of 300 steps
-        >>> [round(float(s(k)), 3) for k in (0, 90, 180, 299)]
-        [0.7, 0.36, 0.02, 0.02]
-    """
-
-    start: Array
-    end: Array
-    span: float = eqx.field(static=True)
-    """f K, the number of steps over which s anneals (at least 1)."""
-
-    def __init__(self, start: Any, end: Any, num_steps: int, fraction: float = ANNEAL_FRACTION):
-        check_positive("start", start)
-        check_positive("end", end)
-        dtype = jnp.result_type(float)
-        self.start = jnp.asarray(start, dtype)
-        self.end = jnp.asarray(end, dtype)
-        self.span = max(fraction * num_steps, 1.0)
-
-    def __call__(self, k: Array) -> Array:
-        t = jnp.minimum(jnp.asarray(k) / self.span, 1.0)
-        return self.end + 0.5 * (self.start - self.end) * (1 + jnp.cos(jnp.pi * t))
-
-
 @functools.lru_cache(maxsize=16)
 def wall_optimizer(lr: float = LR, steps: int = STEPS) -> optax.GradientTransformation:
     """Adam with the learning rate cosine-decayed from ``lr`` to 5 % of it over ``steps``.
@@ -260,7 +233,7 @@ def optimize_wall(
     from τ₀ to ``sigma_end`` by the same schedule (``model="stepped"`` only).
 
     The schedule and the optimizer are built so that a second run with another ``v0``,
-    σ₀ or τ₀ reuses the compiled code (:class:`CosineAnneal`, :func:`wall_optimizer`).
+    σ₀ or τ₀ reuses the compiled code (:func:`diffsim.cosine_anneal`, :func:`wall_optimizer`).
     ``vmap`` it over ``v0`` (and ``key``) to run many starts at once.
 
     Examples:
@@ -280,7 +253,7 @@ def optimize_wall(
         own_sigma = jnp.max(sigma_vector(own_sigma, theta0))
     if anneal and own_sigma is not None:
         start = own_sigma if sigma is None else sigma
-        schedule = CosineAnneal(start, jnp.minimum(sigma_end, start), steps)
+        schedule = cosine_anneal(start, jnp.minimum(sigma_end, start), steps, ANNEAL_FRACTION)
     temperature_schedule = None
     if temperature is not None:
         if model != "stepped":
@@ -288,7 +261,7 @@ def optimize_wall(
         check_positive("temperature", temperature)
         tau_end = jnp.minimum(sigma_end, temperature) if anneal else temperature
         loss = pw.smoothed_loss
-        temperature_schedule = CosineAnneal(temperature, tau_end, steps)
+        temperature_schedule = cosine_anneal(temperature, tau_end, steps, ANNEAL_FRACTION)
     else:
         loss = wall_loss(model)
     return optimize(

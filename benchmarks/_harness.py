@@ -141,6 +141,21 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
+def first_and_median(fn: Callable[[], Any], repeats: int = 3) -> tuple[float, float]:
+    """(the first call, compilation included; the median of ``repeats`` later calls), s."""
+    import jax  # here, not at the top: set_xla_flags must run before JAX starts
+
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn())
+    first = time.perf_counter() - t0
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        runs.append(time.perf_counter() - t0)
+    return first, statistics.median(runs)
+
+
 def gradient_agreement(g: np.ndarray, ref: np.ndarray) -> dict:
     """Largest relative difference, and how many balls differ by more than 1e-3.
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +39,8 @@ import numpy as np  # noqa: E402
 from diffsim.engines import mjx  # noqa: E402
 from diffsim.engines.control import gymnasium_model  # noqa: E402
 
+from ._harness import first_and_median  # noqa: E402
+
 mujoco_mjx = mjx.mjx  # MuJoCo MJX, which the adapter imports without its Warp probe's prints
 
 MODELS = ["hopper", "half_cheetah", "walker2d", "ant", "humanoid"]
@@ -48,15 +49,8 @@ EPS = 1e-6
 
 
 def _timed(fn: Callable[[], Any], repeats: int = 3) -> tuple[float, float]:
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    first = time.perf_counter() - t0
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        runs.append(time.perf_counter() - t0)
-    run = statistics.median(runs)
+    """(compilation: the first call less a run, the median run), seconds."""
+    first, run = first_and_median(fn, repeats)
     return first - run, run
 
 

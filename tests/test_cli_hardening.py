@@ -446,3 +446,14 @@ def test_wall_notes_when_the_step_and_the_closed_form_disagree():
 def test_wall_has_no_note_when_they_agree(args):
     res = runner.invoke(app, ["wall", *args, "--json"])
     assert res.exit_code == 0 and "note" not in strict(res.stdout)
+
+
+def test_wall_horizon_beyond_a_rollout_is_the_library_s_one_line_error():
+    """``diffsim wall`` sizes its rollout with ``projectile_wall.num_steps_for`` (no copy of
+    the formula in the CLI): T = ⌈1.05 · 2 · 14 sin 45° / 9.81 / h + 2⌉ > 2³¹ − 1 at
+    h = 1e-12 is refused with the library's message, exit 2."""
+    res = runner.invoke(app, ["wall", "--h", "1e-12"])
+    assert res.exit_code == 2, res.output
+    line = res.stderr.strip()
+    assert "\\n" not in line
+    assert "needs 2.119e+12 steps to land" in line and "2³¹ − 1" in line

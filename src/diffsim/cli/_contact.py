@@ -7,7 +7,6 @@ from enum import Enum
 from pathlib import Path
 
 import jax
-import numpy as np
 import typer
 
 from ._common import (
@@ -44,14 +43,11 @@ MIN_FLIGHT_STEPS = 10
 
 
 def _wall_steps(v0: float, h: float) -> int:
-    """The wall rollout's length (:func:`~diffsim.systems.projectile_wall.num_steps_for`),
-    computed in floats first so that a huge v0 / tiny h is rejected, not overflowed."""
+    """The wall rollout's length (:func:`~diffsim.systems.projectile_wall.num_steps_for`,
+    which rejects a flight longer than a rollout takes), at least ``MIN_FLIGHT_STEPS``."""
     from ..systems import projectile_wall as pw
 
-    v_max = max(pw.V0_MAX, v0)
-    with np.errstate(over="ignore"):
-        n = 1.05 * 2 * v_max * math.sin(pw.ANGLE) / pw.G / h + 2
-    steps = check_horizon(f"--v0 {v0:g} --h {h:g}", n)
+    steps = pw.num_steps_for(h, v0)
     if steps < MIN_FLIGHT_STEPS:
         raise CLIError(
             f"h = {h:g} s leaves {steps} steps for the flight (at least {MIN_FLIGHT_STEPS}): "
@@ -154,15 +150,12 @@ MIN_APPROACH_STEPS = 4
 rejected (one step would jump over the approach the gradients are about)."""
 
 
-def _check_bounce_h(h: float, y0: float, vy0: float, g: float) -> None:
-    """Reject a step that does not resolve the flight to the first impact, or one that
-    leaves the ground's time scale (√(2 y0 / g)) unresolved."""
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        w = math.sqrt(vy0 * vy0 + 2 * g * y0) if math.isfinite(vy0 * vy0 + 2 * g * y0) else math.inf
-        if vy0 > 0:  # rising first: (vy0 + w)/g, the form without cancellation
-            t_impact = (vy0 + w) / g if g > 0 else math.inf
-        else:
-            t_impact = 2 * y0 / (w - vy0) if w - vy0 > 0 else math.inf
+def _check_bounce_h(h: float, y0: float, vy0: float, e: float, g: float) -> None:
+    """Reject a step that does not resolve the flight to the first impact (the library's
+    :func:`~diffsim.systems.bouncing_ball_bounce_window`)."""
+    from .. import systems
+
+    t_impact = float(systems.bouncing_ball_bounce_window(y0, vy0, e, g)[0])
     if t_impact == math.inf:
         return  # never lands (g = 0, moving up): nothing to resolve
     if not h <= t_impact / MIN_APPROACH_STEPS:
@@ -198,7 +191,7 @@ def bounce(
         raise CLIError(f"y0 must be finite and > 0 (above the ground), got {y0}")
     if steps < 1:
         raise CLIError(f"steps must be an integer >= 1, got {steps}")
-    _check_bounce_h(h, y0, vy0, g)
+    _check_bounce_h(h, y0, vy0, e, g)
     steps = check_horizon(f"--steps {steps}", steps)
     seconds = check_cost(f"--steps {steps}", 0.0, steps * BOUNCE_S_PER_STEP)
     warn_float32_steps("the rollout", steps)

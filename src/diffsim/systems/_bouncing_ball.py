@@ -171,8 +171,13 @@ def bouncing_ball_final_state_jacobian(y0, vy0, e, g=0.0, **kwargs):
 
 
 def _impact(y0, vy0, g):
+    """The impact speed w = √(vy0² + 2 g y0) and the time to the first impact, in the form
+    without cancellation: (vy0 + w)/g rising, 2 y0/(w − vy0) falling (inf: never lands)."""
     w = jnp.sqrt(vy0**2 + 2 * g * y0)
-    return w, 2 * y0 / (w - vy0)
+    rising = vy0 > 0
+    up = jnp.where(g > 0, (vy0 + w) / jnp.where(g > 0, g, 1.0), jnp.inf)
+    down = 2 * y0 / jnp.where(rising, 1.0, w - vy0)
+    return w, jnp.where(rising, up, down)
 
 
 def bouncing_ball_closed_form(y0, vy0, e, g, t):
@@ -195,6 +200,8 @@ def bouncing_ball_bounce_window(y0, vy0, e, g):
         >>> from diffsim.systems import bouncing_ball_bounce_window
         >>> [float(t) for t in bouncing_ball_bounce_window(1.0, -1.0, 0.8, 0.0)]  # no gravity
         [1.0, inf]
+        >>> [float(t) for t in bouncing_ball_bounce_window(1.0, 1.0, 0.8, 0.0)]  # up: never lands
+        [inf, inf]
     """
     w, ts = _impact(y0, vy0, g)
     t2 = jnp.where(g > 0, ts + 2 * e * w / jnp.where(g > 0, g, 1.0), jnp.inf)

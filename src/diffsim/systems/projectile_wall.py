@@ -231,6 +231,10 @@ def num_steps_for(
         >>> from diffsim.systems import projectile_wall as pw
         >>> pw.num_steps_for(1 / 240), pw.num_steps_for(1 / 240, 20.0)
         (511, 729)
+        >>> pw.num_steps_for(1e-12)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: the flight at v0 up to 14 m/s with h = 1e-12 s needs 2.119e+12 steps to ...
     """
     v_max = V0_MAX
     if v0_max is not None:
@@ -243,8 +247,9 @@ def num_steps_for(
     steps = 1.05 * 2 * v_max * math.sin(angle) / g / h + 2
     if not steps <= INT32_MAX:
         raise ValueError(
-            f"v0 = {v_max:g} m/s with h = {h:g} s needs {steps:.4g} steps to land, more "
-            f"than a rollout takes (2³¹ − 1 = {INT32_MAX}); use a smaller v0 or a larger h"
+            f"the flight at v0 up to {v_max:g} m/s with h = {h:g} s needs {steps:.4g} steps "
+            f"to land, more than a rollout takes (2³¹ − 1 = {INT32_MAX}); use a smaller v0 or "
+            f"a larger h"
         )
     return math.ceil(steps)
 

@@ -1,6 +1,6 @@
 """Costs and the pushing table for :mod:`diffsim.engines.mjx` (numbers for the README).
 
-Run ``python -m diffsim.engines.bench`` (float32, JAX's default; ``--only cost`` or
+Run ``python -m benchmarks.mjx_pushing`` (float32, JAX's default; ``--only cost`` or
 ``--only pushing`` for one part). It prints:
 
 * **cost**: the adapter's rollout and gradient against a bare ``jax.lax.scan`` over
@@ -17,38 +17,23 @@ Run ``python -m diffsim.engines.bench`` (float32, JAX's default; ``--only cost``
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from .._grad import value_and_grad
-from .._optimize import optimize
-from ..doctor import diagnose
-from ..estimators import make_estimator
-from . import mjx, scenes
+from diffsim import diagnose, optimize, value_and_grad
+from diffsim.engines import mjx, scenes
+from diffsim.estimators import make_estimator
 
-mujoco_mjx = mjx.mjx  # MuJoCo MJX, imported by the adapter without its Warp probe's prints
+from ._harness import first_and_median
+
+mujoco_mjx = mjx.mjx  # MuJoCo MJX as the adapter imported it (without its Warp probe's prints)
 
 T = 100
 BATCH = 16
-
-
-def _timed(fn: Callable[[], Any], repeats: int = 5) -> tuple[float, float]:
-    """(first call incl. compilation, median of later calls), seconds."""
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    first = time.perf_counter() - t0
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        runs.append(time.perf_counter() - t0)
-    return first, statistics.median(runs)
 
 
 def _bare(model: Any, data: Any):
@@ -90,8 +75,8 @@ def cost() -> list[str]:
         ),
     ]
     for name, f_ours, f_bare, x in cases:
-        c_o, r_o = _timed(lambda f=f_ours, x=x: f(x))
-        c_b, r_b = _timed(lambda f=f_bare, x=x: f(x))
+        c_o, r_o = first_and_median(lambda f=f_ours, x=x: f(x), repeats=5)
+        c_b, r_b = first_and_median(lambda f=f_bare, x=x: f(x), repeats=5)
         rows.append(
             f"{name:<20} adapter {c_o:6.1f} / {r_o * 1e3:8.2f} ms   bare mjx.step scan "
             f"{c_b:6.1f} / {r_b * 1e3:8.2f} ms   ratio {r_o / r_b:5.2f}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from enum import Enum
-from typing import TYPE_CHECKING
 
 import jax
 import typer
@@ -21,7 +20,6 @@ from ._common import (
     console,
     print_json,
     progress_bar,
-    registry_choices,
     use_devices,
     used,
 )
@@ -47,14 +45,6 @@ def _default_horizon(system: str) -> int:
         if setting.name == "steps" and setting.default:
             return int(setting.default)
     return WALL_HORIZON
-
-
-if TYPE_CHECKING:  # to a type checker, a str Enum; its members are made from PRESETS below
-
-    class DoctorSystem(str, Enum): ...
-
-else:  # the choices of --system are the doctor's presets (defined once, in diffsim.doctor)
-    DoctorSystem = registry_choices("DoctorSystem", PRESETS)
 
 
 class MjcfInput(str, Enum):
@@ -169,24 +159,41 @@ def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, device
     return d, float(g.value), [float(v) for v in jnp.ravel(g.grad)]
 
 
-def _run(system: DoctorSystem, v0, k, steps, toi, sigma, samples, key, devices) -> Diagnosis:
+def _settings(system: str, flags: dict, sets: list[str]) -> dict:
+    """The preset's settings: each from ``--set NAME=VALUE`` (parsed and range-checked by
+    the registry's :class:`~diffsim.systems.Setting`), else its own flag, else the
+    registry's default. A name the system does not take is an error naming its settings."""
+    settings = {s.name: s for s in SYSTEMS[system].settings}
+    values = {name: flags.get(name, s.default) for name, s in settings.items()}
+    for item in sets:
+        name, eq, text = item.partition("=")
+        name = name.strip()
+        if not eq or name not in settings:
+            takes = ", ".join(settings) or "none"
+            raise CLIError(
+                f"--set takes NAME=VALUE with NAME a setting of --system {system} ({takes}), "
+                f"got {item!r}"
+            )
+        values[name] = settings[name].parse(text)
+    return values
+
+
+def _run(system: str, settings: dict, sigma, samples, key, devices) -> Diagnosis:
     opts = {"num_samples": samples, "devices": devices}
     if sigma is not None:
         opts["sigma"] = sigma
-    preset = PRESETS[system.value]
-    given = {"v0": v0, "k": k, "steps": steps, "toi": toi}
-    check = preset.build(**{name: given[name] for name in preset.settings})
-    return check(key, **opts)
+    return PRESETS[system].build(**settings)(key, **opts)
 
 
 _MJCF_ONLY = ("wrt", "body", "target")
-_BUILT_IN_ONLY = ("system", "v0", "k", "toi", "battery", "held_out")
+_BUILT_IN_ONLY = ("system", "v0", "k", "toi", "set_values", "battery", "held_out")
 _SETTINGS = ("v0", "k", "steps", "toi")
 """The options that are a doctor preset's settings (each preset takes some of them)."""
 
 
 def _flag(name: str) -> str:
-    return {"toi": "--toi/--no-toi", "held_out": "--held-out"}.get(name, f"--{name}")
+    flags = {"toi": "--toi/--no-toi", "held_out": "--held-out", "set_values": "--set"}
+    return flags.get(name, f"--{name}")
 
 
 def _refuse_options_that_do_not_apply(ctx: typer.Context, system: str) -> None:
@@ -233,8 +240,11 @@ def _refuse_options_that_do_not_apply(ctx: typer.Context, system: str) -> None:
 @app.command("diagnose")
 def diagnose_cmd(
     ctx: typer.Context,
-    system: DoctorSystem = typer.Option(
-        DoctorSystem("wall"), "--system", help="System to examine."
+    system: str = typer.Option(
+        "wall",
+        "--system",
+        help=f"System to examine, one of the doctor's presets: {', '.join(PRESETS)} (read "
+        "from the registry when the command runs).",
     ),
     v0: float = typer.Option(8.0, "--v0", help="wall: launch speed in m/s, in [4, 14]."),
     k: float = typer.Option(1e5, "--k", help="stiff: penalty stiffness in N/m (> 0)."),
@@ -244,6 +254,12 @@ def diagnose_cmd(
         help=f"Rollout horizon T (0: the system's default; --mjcf: >= 1, default {MJCF_STEPS}).",
     ),
     toi: bool = typer.Option(True, "--toi/--no-toi", help="bounce: time-of-impact correction."),
+    set_values: list[str] = typer.Option(
+        None,
+        "--set",
+        help="NAME=VALUE: a setting of --system, any of its registered settings (repeatable; "
+        "e.g. --set v0=9.5); wins over the flag of the same name.",
+    ),
     sigma: float = typer.Option(
         None, "--sigma", help="Smoothing scale σ (> 0; default 5% of |θ|)."
     ),
@@ -276,7 +292,9 @@ def diagnose_cmd(
 ) -> None:
     """Can the exact gradient be trusted here? Flags (plateau, jump, stiffness, chaos,
     non_finite) with their evidence, a verdict and a recommendation."""
-    _refuse_options_that_do_not_apply(ctx, system.value)
+    if system not in PRESETS:
+        raise CLIError(f"--system: {system!r} is not one of {', '.join(repr(n) for n in PRESETS)}")
+    _refuse_options_that_do_not_apply(ctx, system)
     devices, num_devices = use_devices(devices)  # first: before JAX starts its backend
     check_seed(seed)
     if mjcf is not None:
@@ -297,25 +315,28 @@ def diagnose_cmd(
         sigma = used("sigma", sigma)
         if sigma <= 0:
             raise CLIError(f"sigma must be finite and > 0, got {sigma}")
-    if steps != 0 and steps < 8:
-        raise CLIError(f"steps must be an integer >= 8 (or 0 for the default), got {steps}")
-    steps = check_horizon(f"--steps {steps}", steps)
     if samples < 16:
         raise CLIError(f"samples must be an integer >= 16, got {samples}")
-    horizon = steps or _default_horizon(system.value)
+    settings = _settings(system, {"v0": v0, "k": k, "steps": steps, "toi": toi}, set_values or [])
+    if "steps" in settings:  # from --steps or --set steps=T
+        steps = int(settings["steps"] or 0)
+        if steps != 0 and steps < 8:
+            raise CLIError(f"steps must be an integer >= 8 (or 0 for the default), got {steps}")
+        settings["steps"] = check_horizon(f"--steps {steps}", steps)
+    horizon = int(settings.get("steps") or 0) or _default_horizon(system)
     seconds = check_cost(
         f"--samples {samples} over {horizon} steps",
         samples * horizon * DOCTOR_BYTES_PER_SAMPLE_STEP,
         max(samples, 256) * horizon * DOCTOR_S_PER_SAMPLE_STEP,
     )
-    with progress_bar(f"diagnose ({system.value})", 1, seconds, json_out) as advance:
-        d = _run(system, v0, k, steps, toi, sigma, samples, jax.random.PRNGKey(seed), devices)
+    with progress_bar(f"diagnose ({system})", 1, seconds, json_out) as advance:
+        d = _run(system, settings, sigma, samples, jax.random.PRNGKey(seed), devices)
         advance()
     if json_out:
         print_json({**d.to_dict(), "devices": num_devices})
         return
     colour = {"trusted": "green", "inconclusive": "yellow"}.get(d.verdict, "red")
-    console.print(f"[bold {colour}]{d.verdict}[/]  ({system.value})")
+    console.print(f"[bold {colour}]{d.verdict}[/]  ({system})")
     if d.flags or d.undecided:
         table = Table("flag", "why", "evidence")
         for f in d.flags:

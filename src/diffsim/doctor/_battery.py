@@ -13,7 +13,7 @@ same registered problems at chosen settings.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -119,7 +119,26 @@ def _preset(name: str) -> Preset:
     )
 
 
-PRESETS: dict[str, Preset] = {name: _preset(name) for name in SYSTEMS}
+class _Presets(Mapping[str, Preset]):
+    """One :class:`Preset` per system in :data:`~diffsim.systems.SYSTEMS`, read from the
+    registry when looked up (a system registered later is a preset too)."""
+
+    def __getitem__(self, name: str) -> Preset:
+        if name not in SYSTEMS:
+            raise KeyError(name)
+        return _preset(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(SYSTEMS)
+
+    def __len__(self) -> int:
+        return len(SYSTEMS)
+
+    def __repr__(self) -> str:
+        return f"PRESETS({', '.join(SYSTEMS)})"
+
+
+PRESETS: Mapping[str, Preset] = _Presets()
 """The presets by name, in the order ``diffsim diagnose --system`` lists them: one per
 registered system (:data:`diffsim.systems.SYSTEMS`)."""
 

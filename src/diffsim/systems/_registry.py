@@ -60,6 +60,61 @@ class Setting:
     minimum: float | None = None
     maximum: float | None = None
 
+    def accepts(self) -> str:
+        """What :meth:`parse` accepts, in words (for error messages and help).
+
+        Example:
+            >>> from diffsim.systems import SYSTEMS
+            >>> [s.accepts() for s in SYSTEMS["wall"].settings]
+            ['a number in [4, 14] m/s']
+        """
+        if self.kind is bool:
+            return "true or false"
+        what = "an integer" if self.kind is int else "a number"
+        unit = f" {self.unit}" if self.unit else ""
+        lo, hi = self.minimum, self.maximum
+        if lo is not None and hi is not None:
+            return f"{what} in [{lo:g}, {hi:g}]{unit}"
+        if lo is not None:
+            return f"{what} >= {lo:g}{unit}"
+        return f"{what} <= {hi:g}{unit}" if hi is not None else f"{what}{unit}"
+
+    def parse(self, text: str) -> Any:
+        """The value ``text`` gives this setting: of its kind, finite and in its range.
+
+        Raises:
+            ValueError: naming the setting, what it accepts and what was given.
+
+        Example:
+            >>> from diffsim.systems import SYSTEMS
+            >>> v0 = SYSTEMS["wall"].settings[0]
+            >>> v0.parse("9.5")
+            9.5
+            >>> v0.parse("20")
+            Traceback (most recent call last):
+            ...
+            ValueError: v0 must be a number in [4, 14] m/s, got '20'
+        """
+        words = text.strip().lower()
+        value: Any = None
+        if self.kind is bool:
+            value = {"true": True, "1": True, "false": False, "0": False}.get(words)
+        else:
+            try:
+                value = self.kind(words)
+            except (TypeError, ValueError):
+                value = None
+        if value is None or (
+            self.kind is not bool
+            and (
+                not math.isfinite(value)
+                or (self.minimum is not None and value < self.minimum)
+                or (self.maximum is not None and value > self.maximum)
+            )
+        ):
+            raise ValueError(f"{self.name} must be {self.accepts()}, got {text!r}")
+        return value
+
 
 @dataclasses.dataclass(frozen=True)
 class LossProblem:

@@ -86,6 +86,10 @@ def test_load_refuses_missing_file_bad_xml_and_unsupported_options(tmp_path):
         mjx.load(elliptic)
     with pytest.raises(ValueError, match="iterations"):
         mjx.load(BOUNCE, iterations=0)
+    # an empty model, or one where nothing moves: named, with what to add
+    for empty in ("<mujoco/>", "<mujoco><worldbody><geom size='1'/></worldbody></mujoco>"):
+        with pytest.raises(ValueError, match=r"no degrees of freedom \(nv = 0\).*joint"):
+            mjx.load(empty)
 
 
 def test_theta_unknown_names_and_wrong_shapes_name_the_field():
@@ -103,6 +107,12 @@ def test_theta_unknown_names_and_wrong_shapes_name_the_field():
         step.simulate({"ctrl": jnp.ones((4, 1))}, 5)
     with pytest.raises(ValueError, match=r"u \(ctrl\) must have shape \(nu,\) = \(1,\)"):
         step(s0, {}, jnp.zeros(2))
+    with pytest.raises(
+        ValueError, match=r"^qpos must have shape \(3,\) \(the model.s nq\), got \(2,\)"
+    ):
+        step.initial_state(qpos=[0.0, 0.0])
+    with pytest.raises(ValueError, match=r"^qvel must have shape \(3,\) \(the model.s nv\)"):
+        step.initial_state(qvel=jnp.zeros((3, 1)))
     with pytest.raises(ValueError, match="no body named 'hand'; bodies: finger, box"):
         step.body_id("hand")
     assert set(step.theta("geom_friction", "gravity")) == {"geom_friction", "gravity"}

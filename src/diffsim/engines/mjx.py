@@ -424,6 +424,12 @@ class MjxStep:
     """
 
     def __init__(self, mj_model: mujoco.MjModel, iterations: int | None) -> None:
+        if mj_model.nv == 0:
+            raise ValueError(
+                "the model has no degrees of freedom (nv = 0): nothing in it moves, so there "
+                "is nothing to simulate or differentiate; give a body a joint (e.g. "
+                "<freejoint/>, or <joint type='hinge'/>)"
+            )
         given, report = _check_options(mj_model)
         try:
             self.model = mjx.put_model(given)
@@ -573,6 +579,12 @@ class MjxStep:
                 not finite or exceeds MuJoCo's ``mjMAXVAL`` (1e10, where ``mj_step`` resets
                 an unstable simulation), or a free/ball joint quaternion of zero norm.
         """
+        for name, value, size in (("qpos", qpos, "nq"), ("qvel", qvel, "nv")):
+            n = getattr(self, size)
+            if value is not None and np.shape(value) != (n,):
+                raise ValueError(
+                    f"{name} must have shape ({n},) (the model's {size}), got {np.shape(value)}"
+                )
         self.check_theta({"qpos0": qpos, "qvel0": qvel}, extra=STATE_FIELDS)
         for name, value in (("qpos", qpos), ("qvel", qvel)):
             if value is None or not is_concrete(value):
@@ -876,7 +888,8 @@ def load(model: Any, *, iterations: int | None = None) -> MjxStep:
         ValueError: a missing file, MJCF that MuJoCo cannot parse or that contains a NaN
             (the message names the file and gives MuJoCo's error); an option MJX cannot run
             (the message names the MJCF option and the value to use; see the module
-            docstring); ``iterations`` out of range. MuJoCo's other parse warnings (e.g.
+            docstring); a model with no degrees of freedom (``nv = 0``: nothing moves);
+            ``iterations`` out of range. MuJoCo's other parse warnings (e.g.
             deprecated attributes) become Python ``UserWarning``s instead of lines on stderr.
         TypeError: ``model`` of another type.
 

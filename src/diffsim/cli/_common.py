@@ -9,6 +9,7 @@ naming the pip command, exit code 1. Anything else is a bug in diffsim: one line
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import inspect
 import json
@@ -80,23 +81,25 @@ def report_error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(_one_line(message))}", highlight=False)
 
 
-_WARNINGS: list[str] = []
+_WARNINGS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "diffsim_cli_warnings", default=()
+)
+"""The warnings of the command running in this context (set afresh by each invocation)."""
 
 
 def warn(message: str) -> None:
     """A ``warning: message`` line for stderr, printed once when the command succeeds (a
     rejected command prints only its error line)."""
     line = _one_line(message)
-    if line not in _WARNINGS:
-        _WARNINGS.append(line)
+    if line not in _WARNINGS.get():
+        _WARNINGS.set((*_WARNINGS.get(), line))
 
 
 def _flush_warnings(caught: Sequence[warnings.WarningMessage]) -> None:
     for w in caught:
         warn(f"{w.category.__name__}: {w.message}")
-    for line in _WARNINGS:
+    for line in _WARNINGS.get():
         err_console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False)
-    _WARNINGS.clear()
 
 
 def _is_out_of_memory(err: BaseException) -> bool:
@@ -125,7 +128,7 @@ class _OneLineErrors(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        _WARNINGS.clear()
+        _WARNINGS.set(())
         _blank_flag_types(self)
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -263,16 +266,13 @@ def handle_errors(fn: F) -> F:
 
 # --- precision --------------------------------------------------------------------------------
 
-_PRECISION = {"float32": False}
-
-
-def set_float32(float32: bool) -> None:
-    """The CLI computes in float64 unless ``--float32`` (set by the root callback)."""
-    _PRECISION["float32"] = float32
-
 
 def is_float32() -> bool:
-    return _PRECISION["float32"]
+    """The CLI computes in float64 unless ``--float32``: the root callback sets JAX's
+    ``jax_enable_x64`` accordingly, the one place the precision is kept."""
+    import jax
+
+    return not bool(jax.config.jax_enable_x64)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def dtype() -> type[np.floating]:

@@ -15,7 +15,7 @@ from . import _docs as _docs
 from . import _estimators as _estimators
 from . import _identify as _identify
 from . import _train as _train
-from ._common import CLIError, app, set_float32
+from ._common import CLIError, app
 
 
 @app.callback(invoke_without_command=True)
@@ -43,12 +43,10 @@ def _root(
     import jax
 
     before = bool(jax.config.jax_enable_x64)  # pyright: ignore[reportAttributeAccessIssue]
-    jax.config.update("jax_enable_x64", not float32)
-    set_float32(float32)
+    jax.config.update("jax_enable_x64", not float32)  # the CLI's precision (is_float32)
 
     def restore() -> None:  # in-process callers (tests) get their setting back
         jax.config.update("jax_enable_x64", before)
-        set_float32(False)
 
     ctx.call_on_close(restore)
 

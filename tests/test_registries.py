@@ -185,6 +185,11 @@ def test_worked_example_estimator(with_toys):
         lambda t: jnp.sum(t**3), jnp.array([1.0, -0.5]), jax.random.PRNGKey(3)
     )
     assert np.all(np.abs(r.estimate - np.array([3.0, 0.75])) < 4 * r.std_error)
+    # the CLI's memory guard covers it (charged the dearest measured cost per sample): a
+    # sample count that would not fit is one line before anything is compiled, exit 2
+    res = runner.invoke(app, ["estimate", "-e", "rd", "--samples", "100000000"])
+    assert res.exit_code == 2, res.output
+    assert "--samples 100000000" in res.stderr and "GB of memory" in res.stderr
 
 
 # --- every system -------------------------------------------------------------------------------

@@ -92,14 +92,17 @@ def _check_common(
 
 
 def _call_cost(estimator: str, samples: int) -> tuple[float, float, str]:
-    """Bytes and seconds of one estimate, and what they grow with (for the message)."""
-    if ESTIMATORS[estimator].takes("num_samples") and estimator in ESTIMATOR_S_PER_SAMPLE:
+    """Bytes and seconds of one estimate, and what they grow with (for the message). An
+    estimator registered without a measured cost here is charged the dearest measured one
+    (a sampling estimator per sample, another per call): the guards never skip it."""
+    if ESTIMATORS[estimator].takes("num_samples"):
         return (
-            samples * ESTIMATOR_BYTES_PER_SAMPLE[estimator],
-            samples * ESTIMATOR_S_PER_SAMPLE[estimator],
+            samples
+            * ESTIMATOR_BYTES_PER_SAMPLE.get(estimator, max(ESTIMATOR_BYTES_PER_SAMPLE.values())),
+            samples * ESTIMATOR_S_PER_SAMPLE.get(estimator, max(ESTIMATOR_S_PER_SAMPLE.values())),
             f"--samples {samples}",
         )
-    return 0.0, ESTIMATOR_S_PER_CALL.get(estimator, 1.5e-3), ""
+    return 0.0, ESTIMATOR_S_PER_CALL.get(estimator, max(ESTIMATOR_S_PER_CALL.values())), ""
 
 
 def _settings(estimator: str, sigma: float | None, samples: int) -> dict[str, float | int]:

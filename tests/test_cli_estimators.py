@@ -12,6 +12,7 @@ import pytest
 from conftest import cli_runner
 from diffsim.cli import app
 from diffsim.estimators import ESTIMATORS, ZerothOrder
+from diffsim.systems import projectile_wall as pw
 from diffsim.systems import wall_study
 
 runner = cli_runner()
@@ -44,7 +45,7 @@ def test_estimate_table_shows_the_library_numbers():
     assert res.exit_code == 0, res.output
     rows = _table(res.output)
     r = ZerothOrder(num_samples=8)(  # σ by the one rule: 5 % of v0
-        wall_study.wall_loss(), np.float64(8.0), jax.random.PRNGKey(0)
+        pw.loss, np.float64(8.0), jax.random.PRNGKey(0)
     )
     assert rows["estimate"] == f"{float(r.estimate):.6g}"
     assert rows["std_error"] == f"{float(r.std_error):.6g}"
@@ -84,7 +85,7 @@ def test_optimize_exact_stuck_and_text_output():
         steps=5,
     )
     v = float(r.theta)
-    x = float(wall_study.wall_landing_x()(v))
+    x = float(pw.landing_x(v))
     m = re.search(
         r"v0 8\.000 → ([\d.]+) m/s, landing x ([\d.]+) m, loss ([\d.e+-]+), 5 iterations, "
         r"(\d+) evaluations \((within|NOT within) 5 cm",

@@ -109,7 +109,7 @@ def test_float32_warns_once_where_it_loses_the_answer():
         (["optimize", "--seed", str(2**40)], ("seed",)),
         (["diagnose", "--seed", str(2**31 * 4)], ("seed",)),
         (["diagnose", "--system", "bounce", "--steps", str(2**31)], ("2147483647",)),
-        (["wall", "--h", "1e-9"], ("memory", "this machine has", "limit")),
+        (["wall", "--h", "2e-9"], ("memory", "this machine has", "limit")),
         (["estimate", "--samples", "100000000"], ("--samples 100000000", "GB of memory")),
         (["optimize", "--steps", "100000000"], ("would take", "limit")),
         (["diagnose", "--samples", "99999999999"], ("memory",)),
@@ -133,10 +133,10 @@ def test_wall_bytes_per_step_is_an_upper_bound():
     from diffsim.systems import projectile_wall as pw
 
     h = 1 / 2400
-    g = jax.jit(jax.grad(lambda v: pw.loss(v, h=h, v0_max=pw.V0_MAX)))  # as `wall` does
+    g = jax.jit(jax.grad(lambda v: pw.loss(v, h=h)))  # as `wall` does
     ma = g.lower(jax.numpy.asarray(8.0)).compile().memory_analysis()
     assert ma is not None
-    assert ma.temp_size_in_bytes <= limits.WALL_BYTES_PER_STEP * pw.num_steps_for(h, 8.0)
+    assert ma.temp_size_in_bytes <= limits.WALL_BYTES_PER_STEP * pw.num_steps_for(h)
 
 
 # --- 5. files and output ----------------------------------------------------------------------
@@ -450,10 +450,10 @@ def test_wall_has_no_note_when_they_agree(args):
 
 def test_wall_horizon_beyond_a_rollout_is_the_library_s_one_line_error():
     """``diffsim wall`` sizes its rollout with ``projectile_wall.num_steps_for`` (no copy of
-    the formula in the CLI): T = ⌈1.05 · 2 · 14 sin 45° / 9.81 / h + 2⌉ > 2³¹ − 1 at
+    the formula in the CLI): T = ⌈1.05 · 2 · 24 sin 45° / 9.81 / h + 2⌉ > 2³¹ − 1 at
     h = 1e-12 is refused with the library's message, exit 2."""
     res = runner.invoke(app, ["wall", "--h", "1e-12"])
     assert res.exit_code == 2, res.output
     line = res.stderr.strip()
     assert "\\n" not in line
-    assert "needs 2.119e+12 steps to land" in line and "2³¹ − 1" in line
+    assert "needs 3.633e+12 steps to land" in line and "2³¹ − 1" in line

@@ -128,7 +128,7 @@ def test_temperature_schedule_anneals_smoothed_model():
 def test_wall_from_plateau_reaches_target(name):
     est = make_estimator(name, sigma=wall_study.SIGMA, num_samples=wall_study.SAMPLES)
     r = wall_study.optimize_wall(8.0, est, key=jax.random.PRNGKey(0))
-    x = float(wall_study.wall_landing_x()(r.theta))
+    x = float(pw.landing_x(r.theta))
     assert abs(x - 10.0) < 0.05
 
 

@@ -71,7 +71,7 @@ def _hand_written_landing_x(v0, h=pw.DEFAULT_H):
     vx, vy = v0 * math.cos(pw.ANGLE), v0 * math.sin(pw.ANGLE)
     landed, crossed = np.zeros(v0.shape, bool), np.zeros(v0.shape, bool)
     R, yw = np.zeros_like(v0), np.zeros_like(v0)
-    for _ in range(pw.num_steps_for(h, v0)):
+    for _ in range(pw.num_steps_for(h)):
         vy0, vy = vy, vy - pw.G * h
         x1, y1 = x + h * vx, y + h * vy
         land = ~landed & (y1 < 0)
@@ -239,6 +239,43 @@ def test_jit_vmap_grad_friendly_and_grad_of_vmap():
     np.testing.assert_allclose(a, b, rtol=1e-12)
     jitted = jax.jit(pw.loss)
     np.testing.assert_allclose(jitted(v0), pw.loss(v0), rtol=1e-12)
+
+
+def test_the_loss_is_the_same_function_traced_or_not(monkeypatch):
+    """The horizon is a fact of the problem (h, v0_max), not of how v0 is passed: a number
+    and a traced v0 run the same rollout (same number of scan steps), so value and gradient
+    come from one function. (It sized a number's rollout for max(14, v0) and a traced one's
+    for 24 m/s: 511 vs 874 steps at h = 1/240.)"""
+    seen = []
+    simulate = pw._simulate
+
+    def spy(v0, h, tau, num_steps, smoothed, keep):
+        seen.append(num_steps)
+        return simulate(v0, h, tau, num_steps, smoothed, keep)
+
+    monkeypatch.setattr(pw, "_simulate", spy)
+    for v in (8.0, 11.0, 20.0):
+        value = pw.loss(v)
+        traced_value, grad = jax.value_and_grad(pw.loss)(v)
+        assert float(traced_value) == float(value)
+        assert np.isfinite(float(grad))
+    assert set(seen) == {pw.num_steps_for(pw.DEFAULT_H)} == {874}
+    # the bound is an argument: stated, it sizes both alike; a number above it is refused,
+    # a traced one above it gives NaN (a ball still in flight), never a short landing
+    seen.clear()
+    assert (
+        float(pw.loss(8.0, v0_max=pw.V0_MAX))
+        == float(jax.jit(lambda v: pw.loss(v, v0_max=pw.V0_MAX))(8.0))
+        == pytest.approx(16.0, abs=1e-12)
+    )
+    assert set(seen) == {pw.num_steps_for(pw.DEFAULT_H, pw.V0_MAX)} == {511}
+    with pytest.raises(ValueError, match=r"^v0 must be <= v0_max = 24 m/s .* got 30"):
+        pw.loss(30.0)
+    assert np.isnan(float(jax.jit(pw.loss)(30.0)))
+    far = float(pw.landing_x(30.0, v0_max=30.0))
+    assert far == pytest.approx(float(pw.landing_x_closed_form(30.0)), rel=1e-2)
+    with pytest.raises(ValueError, match="v0_max"):
+        pw.trajectory(30.0)
 
 
 def test_float32_default():

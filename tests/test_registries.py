@@ -30,7 +30,8 @@ from diffsim.estimators import (
 )
 from diffsim.estimators.base import flatten_loss, make_result, mean_and_stats
 from diffsim.integrators import SemiImplicitEuler
-from diffsim.systems import SYSTEMS, LossProblem, RolloutProblem, System, SystemSpec, wall_study
+from diffsim.systems import SYSTEMS, LossProblem, RolloutProblem, System, SystemSpec
+from diffsim.systems import projectile_wall as pw
 
 runner = cli_runner()
 
@@ -141,7 +142,7 @@ def _check_estimator_cli(name: str) -> None:
     out = _cli_json(["estimate", "--v0", "9.0", "-e", name, "--sigma", "0.5", "-n", "16"])
     given = {"sigma": 0.5, "num_samples": 16}
     est = make_estimator(name, **{k: v for k, v in given.items() if cls.takes(k)})
-    r = est(wall_study.wall_loss(), np.float64(9.0), jax.random.PRNGKey(0))  # CLI: float64
+    r = est(pw.loss, np.float64(9.0), jax.random.PRNGKey(0))  # CLI: float64
     for key, item in r.report().items():
         if key == "choice" and r.choice_name is not None:  # auto's choice, by name
             assert out[key] == r.choice_name

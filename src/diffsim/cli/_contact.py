@@ -42,18 +42,21 @@ MIN_FLIGHT_STEPS = 10
 """``wall``: a time step that leaves fewer steps than this for the flight is rejected."""
 
 
-def _wall_steps(v0: float, h: float) -> int:
-    """The wall rollout's length (:func:`~diffsim.systems.projectile_wall.num_steps_for`,
-    which rejects a flight longer than a rollout takes), at least ``MIN_FLIGHT_STEPS``."""
+def _wall_horizon(v0: float, h: float) -> tuple[float, int]:
+    """The fastest launch the wall rollout covers (the library's default,
+    :data:`~diffsim.systems.projectile_wall.V0_ROLLOUT_MAX`, or v0 if faster) and its
+    length (:func:`~diffsim.systems.projectile_wall.num_steps_for`, which rejects a flight
+    longer than a rollout takes), at least ``MIN_FLIGHT_STEPS``."""
     from ..systems import projectile_wall as pw
 
-    steps = pw.num_steps_for(h, v0)
+    v0_max = max(pw.V0_ROLLOUT_MAX, v0)
+    steps = pw.num_steps_for(h, v0_max)
     if steps < MIN_FLIGHT_STEPS:
         raise CLIError(
             f"h = {h:g} s leaves {steps} steps for the flight (at least {MIN_FLIGHT_STEPS}): "
             f"the answer would be the discretisation's, not the flight's; use a smaller h"
         )
-    return steps
+    return v0_max, steps
 
 
 @app.command()
@@ -79,21 +82,19 @@ def wall(
         smoothing = used("smoothing", smoothing)
         if smoothing <= 0:
             raise CLIError(f"smoothing must be finite and > 0 (metres), got {smoothing}")
-    n = _wall_steps(v0, h)
+    v_max, n = _wall_horizon(v0, h)
     what = f"--v0 {v0:g} --h {h:g} ({n} steps)"
     seconds = check_cost(what, n * WALL_BYTES_PER_STEP, n * WALL_S_PER_STEP)
     warn_float32_steps("the flight", n)
     v = dtype()(v0)
     with progress_bar("wall", 4, seconds, json_out) as advance:
-        x = float(pw.landing_x(v, h=h, smoothing=smoothing))
+        x = float(pw.landing_x(v, h=h, smoothing=smoothing, v0_max=v_max))
         advance()
-        loss = float(pw.loss(v, h=h, smoothing=smoothing))
+        loss = float(pw.loss(v, h=h, smoothing=smoothing, v0_max=v_max))
         advance()
-        # v0 is traced under grad: state the horizon (the forward pass's) explicitly
-        v_max = max(pw.V0_MAX, v0)
         grad = float(jax.grad(lambda u: pw.loss(u, h=h, smoothing=smoothing, v0_max=v_max))(v))
         advance()
-        clears = bool(pw.clears_wall(v, h=h))
+        clears = bool(pw.clears_wall(v, h=h, v0_max=v_max))
         advance()
     out = {
         "v0": v0,

@@ -361,9 +361,9 @@ SYSTEMS: dict[str, SystemSpec] = dict(
                     "optimal_v0": pw.optimal_v0,
                 },
                 study=Study(
-                    wall_study.wall_loss(),
+                    pw.loss,
                     wall_study.optimize_wall,
-                    wall_study.wall_landing_x(),
+                    pw.landing_x,
                     pw.TARGET,
                     wall_study.TOLERANCE_X,
                 ),

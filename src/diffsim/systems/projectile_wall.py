@@ -22,7 +22,7 @@ Examples:
     >>> from diffsim.systems import projectile_wall as pw
     >>> pw.G, round(math.degrees(pw.ANGLE)), pw.WALL_X, pw.WALL_HEIGHT, pw.TARGET
     (9.81, 45, 6.0, 2.0, 10.0)
-    >>> round(1 / pw.DEFAULT_H), pw.V0_MAX, pw.V0_TRACED_MAX
+    >>> round(1 / pw.DEFAULT_H), pw.V0_MAX, pw.V0_ROLLOUT_MAX
     (240, 14.0, 24.0)
 """
 
@@ -143,9 +143,12 @@ def optimal_v0(*, g=G, angle=ANGLE, target=TARGET):
 DEFAULT_H = 1 / 240
 V0_MAX = 14.0
 """The fastest launch of the demo (its slider's end, the CLI's accepted range)."""
-V0_TRACED_MAX = 24.0
-"""The fastest ball a rollout covers when v0 is traced (samples of the estimators around
-:data:`V0_MAX`, with σ up to 1.5 m/s, stay below it with probability 1 − 3·10⁻¹²); a traced
+V0_ROLLOUT_MAX = 24.0
+"""The fastest launch the rollout of :func:`landing_x`, :func:`loss` and :func:`trajectory`
+covers by default (their ``v0_max``): samples of the estimators around :data:`V0_MAX`, with
+σ up to 1.5 m/s, stay below it with probability 1 − 3·10⁻¹². The horizon depends on this
+bound only — never on v0 — so the loss is the same function of v0 whether v0 is a number or
+traced (under ``jit``, ``grad``, ``vmap``). A number above the bound is refused; a traced
 ball still in flight at the end gives NaN, never a position short of its landing."""
 
 
@@ -215,43 +218,46 @@ def _check_smoothing(smoothing):
 
 
 def num_steps_for(
-    h: float, v0=None, *, g: float = G, angle: float = ANGLE, v0_max: float | None = None
+    h: float, v0_max: float = V0_ROLLOUT_MAX, *, g: float = G, angle: float = ANGLE
 ) -> int:
-    r"""Number of steps that covers the flight of the fastest ball considered.
+    r"""Number of steps that covers the flight of every launch up to ``v0_max`` m/s: flight
+    time :math:`2 v_{max} \sin α / g`, plus 5 % and two steps of margin.
 
-    Flight time :math:`2 v \sin α / g` for :math:`v = \max(14, v_0)` when v0 is concrete
-    (:data:`V0_TRACED_MAX` = 24 m/s when it is traced, or ``v0_max`` when given), plus 5 %
-    and two steps of margin.
+    The horizon of :func:`landing_x`, :func:`loss` and :func:`trajectory` (a static fact of
+    the problem: it depends on ``h`` and ``v0_max``, never on v0 itself).
 
     Raises:
-        ValueError: the flight needs more than 2³¹ − 1 steps (XLA's loop limit), naming
-            ``v0`` and ``h``.
+        ValueError: ``v0_max`` not finite and > 0, or the flight needs more than 2³¹ − 1
+            steps (XLA's loop limit), naming ``v0_max`` and ``h``.
 
     Examples:
         >>> from diffsim.systems import projectile_wall as pw
-        >>> pw.num_steps_for(1 / 240), pw.num_steps_for(1 / 240, 20.0)
-        (511, 729)
+        >>> pw.num_steps_for(1 / 240), pw.num_steps_for(1 / 240, pw.V0_MAX)
+        (874, 511)
         >>> pw.num_steps_for(1e-12)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: the flight at v0 up to 14 m/s with h = 1e-12 s needs 2.119e+12 steps to ...
+        ValueError: the flight at v0 up to 24 m/s with h = 1e-12 s needs 3.633e+12 steps to ...
     """
-    v_max = V0_MAX
-    if v0_max is not None:
-        check_positive("v0_max", v0_max)
-        v_max = float(v0_max)
-    elif v0 is None or is_concrete(v0):
-        v_max = max(v_max, float(np.max(np.asarray(v0)))) if v0 is not None else v_max
-    else:
-        v_max = V0_TRACED_MAX
+    check_positive("v0_max", v0_max)
+    v_max = float(v0_max)
     steps = 1.05 * 2 * v_max * math.sin(angle) / g / h + 2
     if not steps <= INT32_MAX:
         raise ValueError(
             f"the flight at v0 up to {v_max:g} m/s with h = {h:g} s needs {steps:.4g} steps "
-            f"to land, more than a rollout takes (2³¹ − 1 = {INT32_MAX}); use a smaller v0 or "
-            f"a larger h"
+            f"to land, more than a rollout takes (2³¹ − 1 = {INT32_MAX}); use a smaller "
+            f"v0_max or a larger h"
         )
     return math.ceil(steps)
+
+
+def _check_covered(v0, v0_max: float) -> None:
+    """A concrete v0 above ``v0_max`` would not land inside the rollout: refuse it."""
+    if is_concrete(v0) and np.size(v0) and float(np.max(np.asarray(v0))) > v0_max:
+        raise ValueError(
+            f"v0 must be <= v0_max = {v0_max:g} m/s (the fastest launch the rollout is "
+            f"sized for), got {float(np.max(np.asarray(v0))):g}; pass a larger v0_max"
+        )
 
 
 @functools.partial(jax.jit, static_argnames=("num_steps", "smoothed", "keep"))
@@ -271,10 +277,11 @@ def _simulate(v0, h, tau, num_steps, smoothed, keep):
     return pos * jnp.where(jnp.all(vel == 0), 1.0, jnp.nan).astype(dtype)  # NaN value and gradient
 
 
-def _final_position(v0, h, smoothing, v0_max=None):
+def _final_position(v0, h, smoothing, v0_max):
     v0 = _check_v0(v0)
     h = _check_h(h)
-    n = num_steps_for(h, v0, v0_max=v0_max)
+    n = num_steps_for(h, v0_max)
+    _check_covered(v0, v0_max)
     smoothed = smoothing is not None
     tau = smoothing if smoothed else 0.0
     f = jnp.vectorize(lambda v: _simulate(v, h, tau, n, smoothed, False), signature="()->(k)")
@@ -282,7 +289,7 @@ def _final_position(v0, h, smoothing, v0_max=None):
 
 
 def landing_x(
-    v0, *, h: float = DEFAULT_H, smoothing: float | None = None, v0_max: float | None = None
+    v0, *, h: float = DEFAULT_H, smoothing: float | None = None, v0_max: float = V0_ROLLOUT_MAX
 ):
     r"""Where the time-stepped ball ends (m): its landing x, or the wall's x = 6 if blocked.
 
@@ -309,14 +316,18 @@ def landing_x(
         h: time step in seconds (> 0, a Python float: it fixes the number of scan steps).
         smoothing: temperature τ in metres (> 0; may be traced) or ``None`` for the hard
             wall.
-        v0_max: the fastest launch the rollout must cover (m/s; it fixes the number of
-            steps). Default: ``max(14, v0)`` for a concrete v0, :data:`V0_TRACED_MAX` for
-            a traced one (under ``jit``, ``grad``, ``vmap``), whose longer rollout costs
-            1.7× as much: pass ``v0_max`` when you know the bound. A ball still in flight
-            at the end (v0 above the bound) gives NaN.
+        v0_max: the fastest launch the rollout must cover (m/s, > 0; it fixes the number
+            of steps, :func:`num_steps_for`, and nothing else: the result is the same
+            function of v0 for a number and a traced v0). Default
+            :data:`V0_ROLLOUT_MAX`; ``v0_max = V0_MAX`` (14) costs 0.7× as much when no
+            launch is faster. A concrete v0 above it is refused; a traced one gives NaN.
 
     Returns:
         Landing x in metres, shaped like v0.
+
+    Raises:
+        ValueError: v0 negative or above ``v0_max``; ``h``, ``smoothing`` or ``v0_max``
+            not finite and > 0.
 
     Example:
         >>> from diffsim.systems import projectile_wall as pw
@@ -373,7 +384,7 @@ def simulated_optimal_v0(*, h: float = DEFAULT_H, target: float = TARGET) -> flo
     return float(v)
 
 
-def clears_wall(v0, *, h: float = DEFAULT_H):
+def clears_wall(v0, *, h: float = DEFAULT_H, v0_max: float = V0_ROLLOUT_MAX):
     """True when the time-stepped ball passes over the wall (it lands beyond x = 6).
 
     Examples:
@@ -381,7 +392,7 @@ def clears_wall(v0, *, h: float = DEFAULT_H):
         >>> bool(pw.clears_wall(8.0)), bool(pw.clears_wall(10.0))
         (False, True)
     """
-    return landing_x(v0, h=h) > WALL_X
+    return landing_x(v0, h=h, v0_max=v0_max) > WALL_X
 
 
 def loss(
@@ -390,23 +401,30 @@ def loss(
     h: float = DEFAULT_H,
     smoothing: float | None = None,
     target: float = TARGET,
-    v0_max: float | None = None,
+    v0_max: float = V0_ROLLOUT_MAX,
 ):
     r"""The article's loss :math:`(x - 10)^2` of the time-stepped (or smoothed) landing x.
 
     ``jax.grad(loss)(v0)`` is exactly 0 on the plateau (7.67 < v0 < 9.396), finite on both
     sides of the cliff, and :math:`2(R - 10)\,2v_0/g` in the basin. See :func:`landing_x`.
 
+    The same function of v0 whether v0 is a number or traced: the rollout's horizon is
+    :func:`num_steps_for` of ``h`` and ``v0_max`` alone.
+
     Example:
         >>> import jax
         >>> from diffsim.systems import projectile_wall as pw
         >>> round(float(pw.loss(8.0)), 2), float(jax.grad(pw.loss)(8.0))
         (16.0, 0.0)
+        >>> float(jax.jit(pw.loss)(11.0)) == float(pw.loss(11.0))
+        True
     """
     return (landing_x(v0, h=h, smoothing=smoothing, v0_max=v0_max) - target) ** 2
 
 
-def smoothed_loss(v0, tau: float, *, h: float = DEFAULT_H, target: float = TARGET):
+def smoothed_loss(
+    v0, tau: float, *, h: float = DEFAULT_H, target: float = TARGET, v0_max: float = V0_ROLLOUT_MAX
+):
     """:func:`loss` with the wall's edge smoothed at temperature ``tau`` metres (> 0).
 
     Examples:
@@ -416,10 +434,12 @@ def smoothed_loss(v0, tau: float, *, h: float = DEFAULT_H, target: float = TARGE
         True
     """
     check_positive("tau", tau)
-    return loss(v0, h=h, smoothing=tau, target=target)
+    return loss(v0, h=h, smoothing=tau, target=target, v0_max=v0_max)
 
 
-def trajectory(v0, *, h: float = DEFAULT_H, num_points: int | None = None):
+def trajectory(
+    v0, *, h: float = DEFAULT_H, num_points: int | None = None, v0_max: float = V0_ROLLOUT_MAX
+):
     """The flight path ``(x, y)`` (m) at times ``0, h, 2h, ...``: the rollout of
     :func:`wall_step`. A blocked ball stops dead on the wall where it hit it (and sticks
     there); otherwise it rests where it lands.
@@ -429,6 +449,7 @@ def trajectory(v0, *, h: float = DEFAULT_H, num_points: int | None = None):
         h: time step in seconds (> 0).
         num_points: if given (>= 2), that many points evenly spaced in time over the
             whole scan (for drawing), always including the first and last.
+        v0_max: the fastest launch the scan covers (m/s; :func:`num_steps_for`).
 
     Returns:
         ``(x, y)``, each of shape ``v0.shape + (num_points or num_steps + 1,)``.
@@ -441,7 +462,8 @@ def trajectory(v0, *, h: float = DEFAULT_H, num_points: int | None = None):
     """
     v0 = _check_v0(v0)
     h = _check_h(h)
-    n = num_steps_for(h, v0)
+    n = num_steps_for(h, v0_max)
+    _check_covered(v0, v0_max)
     f = jnp.vectorize(lambda v: _simulate(v, h, 0.0, n, False, True), signature="()->(k,d)")
     path = f(v0)
     x, y = path[..., 0], path[..., 1]

@@ -78,34 +78,13 @@ def wall_system(v0: Any = 8.0, *, h: float = pw.DEFAULT_H, smoothing: Any = None
     )
 
 
-def wall_loss(model: str = "stepped") -> Callable[[Array], Array]:
-    """The wall loss ``(landing x − 10)²`` of v0: the time-stepped simulator
-    (``"stepped"``, h = 1/240 s) or the closed form (``"closed"``).
-
-    Examples:
-        >>> from diffsim.systems.wall_study import wall_loss
-        >>> float(wall_loss("stepped")(8.0)), float(wall_loss("closed")(8.0))
-        (16.0, 16.0)
-    """
+def _model_loss(model: str) -> Callable[[Array], Array]:
+    """The wall loss ``(landing x − 10)²`` of v0 for ``model``: the time-stepped simulator
+    (``"stepped"``, :func:`projectile_wall.loss`) or the closed form (``"closed"``)."""
     if model == "stepped":
         return pw.loss
     if model == "closed":
         return pw.loss_closed_form
-    raise ValueError(f"model must be 'stepped' or 'closed', got {model!r}")
-
-
-def wall_landing_x(model: str = "stepped") -> Callable[[Array], Array]:
-    """Landing x (m) of v0 for the same model as :func:`wall_loss`.
-
-    Examples:
-        >>> from diffsim.systems.wall_study import wall_landing_x
-        >>> round(float(wall_landing_x("closed")(5.0)), 3)
-        2.548
-    """
-    if model == "stepped":
-        return pw.landing_x
-    if model == "closed":
-        return pw.landing_x_closed_form
     raise ValueError(f"model must be 'stepped' or 'closed', got {model!r}")
 
 
@@ -146,7 +125,7 @@ def loss_table(
         raise ValueError(f"step must be <= v_max, got step={step!r}, v_max={v_max!r}")
     n = round(float(v_max) / float(step)) + 1
     v0 = jnp.asarray(np.round(np.arange(n) * step, 9), jnp.result_type(float))
-    return LossTable(v0, wall_loss(model)(v0))
+    return LossTable(v0, _model_loss(model)(v0))
 
 
 def gaussian_smoothed_loss(v0: Any, sigma: Any, table: LossTable) -> Array:
@@ -263,7 +242,7 @@ def optimize_wall(
         loss = pw.smoothed_loss
         temperature_schedule = cosine_anneal(temperature, tau_end, steps, ANNEAL_FRACTION)
     else:
-        loss = wall_loss(model)
+        loss = _model_loss(model)
     return optimize(
         loss,
         theta0,

@@ -12,8 +12,9 @@ import pytest
 from conftest import cli_runner
 from diffsim import check_grad, diagnose, diagnose_rollout, rollout, rollout_jacobian, systems
 from diffsim.cli import app
-from diffsim.doctor import FLAGS, PRESETS, RULES, battery_table, recommend, run_battery
+from diffsim.doctor import FLAGS, RULES, recommend
 from diffsim.systems import SYSTEMS, double_pendulum
+from diffsim.systems.battery import PRESETS, battery_table, run_battery
 
 KEY = jax.random.PRNGKey(0)
 

@@ -71,9 +71,9 @@ def _battery_rows(text: str, first_name: str) -> list[list[str]]:
 
 def test_battery_counts_and_tables_are_the_battery():
     """The doctor's case counts in the README and the docs, and the validation tables' cases
-    and expected flags, are ``diffsim.doctor.cases()`` and ``held_out_cases()`` (issue 24:
+    and expected flags, are ``diffsim.systems.battery.cases()`` and ``held_out_cases()`` (issue 24:
     the README said 34 cases where ``--battery`` ran 22)."""
-    from diffsim.doctor import cases, held_out_cases
+    from diffsim.systems.battery import cases, held_out_cases
 
     calibration, held = cases(), held_out_cases()
     n, c, h = len(calibration) + len(held), len(calibration), len(held)

@@ -14,9 +14,9 @@ from conftest import cli_runner
 from diffsim import Relative, diagnose, diagnose_rollout
 from diffsim.cli import app
 from diffsim.doctor import VERDICTS, default_sigma, measure
-from diffsim.doctor._battery import _buried, _damped_pendulum, _nan_beyond
 from diffsim.systems import pendulum
 from diffsim.systems import projectile_wall as pw
+from diffsim.systems.battery import _buried, _damped_pendulum, _nan_beyond
 
 # a context manager switching 64-bit mode: jax.enable_x64 in recent JAX, under
 # jax.experimental in the oldest supported (0.4.38)

@@ -67,3 +67,41 @@ def test_mjcf_free_flight_json_matches_the_closed_form():
     assert out["grad"] == pytest.approx([0, 0, 2 * dz * T * h, 0, 0, 0], abs=1e-9)
     assert out["verdict"] == "trusted", out
     assert out["flags"] == []
+
+
+def test_reach_loss_refuses_bad_input_naming_it():
+    """The loss ``--mjcf`` examines is the library's ``MjxStep.reach_loss`` (the CLI builds
+    none): each bad argument is a ValueError naming it."""
+    from diffsim.engines import mjx
+
+    ball, cartpole = mjx.load(scenes.path("free_flight")), mjx.load(scenes.path("cartpole"))
+    for call, match in (
+        (lambda: ball.reach_loss(5, "qacc"), "wrt must be 'qvel0', 'qpos0' or 'ctrl'"),
+        (lambda: ball.reach_loss(0), "num_steps must be an integer >= 1"),
+        (lambda: ball.reach_loss(5, body="hand"), "no body named 'hand'"),
+        (lambda: ball.reach_loss(5, target=[1.0, 2.0]), "target must be three finite numbers"),
+        (lambda: ball.reach_loss(5, target=[1.0, 2.0, float("nan")]), "target must be three"),
+        (lambda: ball.reach_loss(5, "ctrl"), "no actuators"),
+        (lambda: cartpole.reach_loss(5), "no body with a free joint"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            call()
+
+
+@pytest.mark.slow
+def test_reach_loss_is_the_closed_form():
+    """Semi-implicit Euler from rest: Δz = −g h² T(T+1)/2, ∂Δz/∂v_z = T h; the half-step
+    loss is the same flight at h/2 over 2T steps (Δz = −g (h/2)² 2T(2T+1)/2)."""
+    import jax
+
+    from diffsim.engines import mjx
+
+    T, h, g = 10, 0.01, 9.81
+    r = mjx.load(scenes.path("free_flight")).reach_loss(T)
+    assert (r.body, r.wrt, r.x0.shape) == ("ball", "qvel0", (6,))
+    value, grad = jax.value_and_grad(r.loss)(r.x0)
+    dz = -g * h * h * T * (T + 1) / 2
+    assert float(value) == pytest.approx(dz**2, rel=1e-9)
+    assert [float(v) for v in grad] == pytest.approx([0, 0, 2 * dz * T * h, 0, 0, 0], abs=1e-9)
+    dz_half = -g * (h / 2) ** 2 * (2 * T) * (2 * T + 1) / 2
+    assert float(r.half_step_loss(r.x0)) == pytest.approx(dz_half**2, rel=1e-9)

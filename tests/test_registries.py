@@ -15,10 +15,9 @@ import pytest
 from jaxtyping import Array
 
 from conftest import cli_runner
-from diffsim import rollout, systems
+from diffsim import rollout
 from diffsim.app._model import ESTIMATOR_LABELS, PAGE_ESTIMATORS
 from diffsim.cli import app
-from diffsim.doctor import PRESETS, check_problem
 from diffsim.estimators import (
     BASE_QUANTITIES,
     ESTIMATORS,
@@ -32,6 +31,7 @@ from diffsim.estimators.base import flatten_loss, make_result, mean_and_stats
 from diffsim.integrators import SemiImplicitEuler
 from diffsim.systems import SYSTEMS, LossProblem, RolloutProblem, System, SystemSpec
 from diffsim.systems import projectile_wall as pw
+from diffsim.systems.battery import PRESETS, check_problem
 
 runner = cli_runner()
 
@@ -90,7 +90,7 @@ DRAG = SystemSpec(
     "drag-particle",
     "particle falling with linear drag",
     drag_particle,
-    (systems.Setting("steps", "rollout horizon T", int, "", 200, 0),),
+    (Option("steps", "rollout horizon T", int, "", 0, default=200),),
     lambda steps=None: RolloutProblem(drag_particle(), steps or 200, lambda s: s[1] ** 2),
     closed_forms={"velocity": drag_velocity},
 )
@@ -163,6 +163,54 @@ def test_estimator_declares_and_reports(estimator_name):
 
 def test_estimator_through_the_cli(estimator_name):
     _check_estimator_cli(estimator_name)
+
+
+def _edges(option):
+    """Values just inside and just outside an option's declared range."""
+    inside, outside = [], []
+    lo, hi = option.minimum, option.maximum
+    step = (option.multiple_of or 1) if option.kind is int else 1e-9
+    if lo is not None:
+        (outside if option.exclusive else inside).append(option.kind(lo))
+        inside.append(option.kind(lo + step))
+        outside.append(option.kind(lo - step))
+    if hi is not None:
+        (outside if option.exclusive else inside).append(option.kind(hi))
+        inside.append(option.kind(hi - step))
+        outside.append(option.kind(hi + step))
+    return inside, outside
+
+
+def test_options_and_settings_are_one_self_validating_type(estimator_name):
+    """An estimator's declared options check what its constructor checks: a value on the
+    wrong side of a declared bound is refused by both, one on the right side by neither (so
+    the declaration the CLI and the page read is the constructor's contract); a system's
+    settings are the same type, and every default is one its option accepts."""
+    cls = ESTIMATORS[estimator_name]
+    assert all(type(o) is Option for o in cls.options)
+    for option in cls.options:
+        if option.kind is bool:
+            assert option.check(True) is True
+            with pytest.raises(ValueError, match=f"^{option.name} must be true or false"):
+                option.check(1)
+            continue
+        inside, outside = _edges(option)
+        assert inside and outside, option
+        if option.multiple_of:  # a value between two multiples
+            outside.append(inside[-1] + 1)
+        for value in inside:
+            assert option.check(value) == value
+            assert option.parse(repr(value)) == value
+            cls(**{option.name: value})
+        for value in outside:
+            with pytest.raises(ValueError, match=f"^{option.name} must be "):
+                option.check(value)
+            with pytest.raises(ValueError, match=option.name):
+                cls(**{option.name: value})
+    for spec in SYSTEMS.values():
+        for setting in spec.settings:
+            assert type(setting) is Option
+            assert setting.check(setting.default) == setting.default, (spec.name, setting)
 
 
 def test_cli_help_lists_every_estimator():
@@ -285,7 +333,7 @@ def test_worked_example_runs_through_the_cli(with_toys):
 
 def test_cli_set_is_the_flag_and_is_checked_by_the_registry():
     """``--set v0=9.5`` is ``--v0 9.5`` (the same JSON); a bad name, value or range is one
-    line naming the setting and what it accepts, from the registry's ``Setting``."""
+    line naming the setting and what it accepts, from the registry's ``Option``."""
     by_set = _cli_json(["diagnose", "--system", "wall", "--samples", "64", "--set", "v0=9.5"])
     by_flag = _cli_json(["diagnose", "--system", "wall", "--samples", "64", "--v0", "9.5"])
     assert by_set == by_flag

@@ -42,6 +42,7 @@ from ._optimize import Schedule as Schedule
 from ._optimize import cosine_anneal as cosine_anneal
 from ._optimize import default_optimizer as default_optimizer
 from ._optimize import optimize as optimize
+from ._options import Option as Option
 from ._policy import PolicyObjective as PolicyObjective
 from ._policy import linear_policy as linear_policy
 from ._policy import mlp_policy as mlp_policy
@@ -79,6 +80,7 @@ __all__ = [
     "NotIdentifiableError",
     "OptimizeHistory",
     "OptimizeResult",
+    "Option",
     "Parameter",
     "PolicyObjective",
     "Recording",

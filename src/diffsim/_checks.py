@@ -49,14 +49,10 @@ def jax_dtype(value: Any) -> np.dtype:
     return np.dtype(jax.dtypes.canonicalize_dtype(np.asarray(value).dtype))
 
 
-_WARNED: set[str] = set()
-
-
-def warn_once(key: str, message: str) -> None:
-    """``warnings.warn(message)`` the first time ``key`` is seen in this process."""
-    if key in _WARNED:
-        return
-    _WARNED.add(key)
+def warn_precision(message: str) -> None:
+    """``warnings.warn(message, RuntimeWarning)`` attributed to the caller's caller (the
+    user's line). Repetition is the user's warnings filter's to decide (Python's default:
+    once per line of user code); the library keeps no record of what it has said."""
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
@@ -207,8 +203,7 @@ def _check_leaf(label: str, leaf: Any, floating: bool, warn_underflow: bool = Tr
         target = default_float()
     used = as_used(label, arr, target)
     if warn_underflow and np.issubdtype(target, np.floating) and np.any((used == 0) & (arr != 0)):
-        warn_once(
-            f"underflow:{label}:{target}",
+        warn_precision(
             f"{label} has non-zero values that are 0 in {target}, the dtype the computation "
             f"uses (smallest > 0: {float(np.finfo(target).smallest_subnormal):.4g})"
             f"{_x64_hint(np.dtype(target))}",

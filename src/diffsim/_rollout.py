@@ -11,7 +11,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import INT32_MAX, as_arrays, check_int, check_same_structure, is_concrete, warn_once
+from ._checks import (
+    INT32_MAX,
+    as_arrays,
+    check_int,
+    check_same_structure,
+    is_concrete,
+    warn_precision,
+)
 from ._coords import stack_last, unstack
 from ._types import Inputs, Params, State
 
@@ -290,15 +297,13 @@ def warn_time_resolution(step: Any, num_steps: int, s0: State) -> None:
     with np.errstate(over="ignore"):
         end = dtype.type(num_steps * h)
     if not np.isfinite(end):
-        warn_once(
-            f"time-overflow:{dtype}",
+        warn_precision(
             f"num_steps={num_steps} with h={h:g}: the end time T·h = {num_steps * h:g} "
             f"overflows {dtype} (largest {float(np.finfo(dtype).max):.4g}); anything that "
             f"accumulates time is inf. Use a smaller h or fewer steps.",
         )
     elif h < TIME_RESOLUTION * float(np.spacing(np.abs(end))):
-        warn_once(
-            f"time:{dtype}",
+        warn_precision(
             f"num_steps={num_steps} with h={h:g}: {dtype} cannot resolve one step at the end "
             f"time T·h = {num_steps * h:g} (spacing {float(np.spacing(np.abs(end))):.3g}); "
             f"times near the end of the rollout round together. Use float64 "
@@ -321,7 +326,7 @@ def check_step_output(step: Callable[..., State], s0: State, theta: Params, u0: 
     except (KeyError, IndexError, AttributeError, TypeError, ValueError) as err:
         # what the step reads and what it was given do not match (a θ key it does not have,
         # a leaf of the wrong shape or type): say so with both structures, not only the
-        # error from deep inside the step (issue 26, D12)
+        # error from deep inside the step
         given = f"theta is {describe(theta)}, s0 is {describe(s0)}"
         if u0 is not None:
             given += f", u is {describe(u0)}"

@@ -183,7 +183,7 @@ def _host_name(header: str) -> str:
     """The name in a ``Host`` header value, without the port, lower case; ``""`` (refused)
     for anything that is not ``name[:port]`` or ``[v6]:[port]`` with a port in 0..65535:
     ``127.0.0.1:abc``, ``127.0.0.1:99999999`` and ``127.0.0.1:1, evil.com`` are malformed,
-    not loopback (issue 26, D17)."""
+    not loopback."""
     header = header.strip().lower()
     if header.startswith("["):  # [v6]:port
         name, bracket, rest = header[1:].partition("]")
@@ -359,7 +359,7 @@ def parse_update(data: bytes, callback_map: Mapping[str, Mapping[str, Any]]) -> 
 def _is_missing_asset(err: Exception) -> bool:
     """Dash's answer to a component-suite path it does not serve (an unregistered library,
     ``..``, a file not in the package): ``DependencyException``, which Flask would make a 500;
-    it is a 404 (issue 26, D16)."""
+    it is a 404."""
     try:
         from dash.exceptions import DependencyException, InvalidResourceError
     except ImportError:  # pragma: no cover - Dash is what serves these paths

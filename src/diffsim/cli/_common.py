@@ -18,8 +18,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from enum import Enum
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,16 +44,22 @@ _NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
 console = Console()
 
 
-def registry_choices(name: str, names: Iterable[str]) -> Any:
-    """A ``str`` Enum of a registry's names, the choices of one option (a member's name is
-    its value with ``_`` for ``-``): the registry stays the one source of the choices.
+def registry_choice(option: str, value: str, registry: Mapping[str, Any]) -> str:
+    """``value`` if it names an entry of ``registry`` (read now, when the command runs: an
+    entry registered after import is a choice), else a :class:`CLIError` naming ``option``
+    and the choices.
 
     Example:
-        >>> Fruit = registry_choices("Fruit", ["apple", "star-fruit"])
-        >>> [f.value for f in Fruit], Fruit.star_fruit == "star-fruit"
-        (['apple', 'star-fruit'], True)
+        >>> registry_choice("--task", "pendulum", {"pendulum": 1, "tennis": 2})
+        'pendulum'
+        >>> registry_choice("--task", "golf", {"pendulum": 1, "tennis": 2})
+        Traceback (most recent call last):
+        ...
+        diffsim.cli._common.CLIError: --task: 'golf' is not one of 'pendulum', 'tennis'
     """
-    return Enum(name, [(n.replace("-", "_"), n) for n in names], type=str)
+    if value not in registry:
+        raise CLIError(f"{option}: {value!r} is not one of {', '.join(repr(n) for n in registry)}")
+    return value
 
 
 def titled_table(title: str) -> Table:

@@ -129,9 +129,9 @@ def wall(
 
 
 def _discretisation_note(v0: float, h: float, clears: bool, clears_closed_form: bool) -> str:
-    """Why the time-stepped flight and the closed form disagree about the wall, when they do
-    (issue 26, D19): next to the threshold speed the O(h) error of the step decides which
-    side of the wall's top the ball passes. Empty when they agree."""
+    """Why the time-stepped flight and the closed form disagree about the wall, when they do:
+    next to the threshold speed the O(h) error of the step decides which side of the wall's
+    top the ball passes. Empty when they agree."""
     if clears == clears_closed_form:
         return ""
     from ..systems import projectile_wall as pw

@@ -10,8 +10,9 @@ import jax
 import typer
 from rich.table import Table
 
-from ..doctor import PRESETS, Diagnosis, HalfStep, battery_table, cost_text, run_battery
+from ..doctor import Diagnosis, HalfStep, cost_text
 from ..systems import SYSTEMS
+from ..systems.battery import PRESETS, battery_table, run_battery
 from ._common import (
     DEVICES_HELP,
     CLIError,
@@ -20,6 +21,7 @@ from ._common import (
     console,
     print_json,
     progress_bar,
+    registry_choice,
     use_devices,
     used,
 )
@@ -99,7 +101,8 @@ def _mjcf_cost(step, steps: int, samples: int) -> tuple[float, float]:
 
 def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, devices=None):
     """Diagnose ‖p_T − target‖² of body ``body`` after ``steps`` MJX steps of the MJCF model
-    at ``path``, with respect to ``wrt``; returns (diagnosis, loss, grad)."""
+    at ``path``, with respect to ``wrt`` (the library's ``MjxStep.reach_loss``); returns
+    (diagnosis, loss, grad)."""
     import jax.numpy as jnp
 
     import diffsim
@@ -114,42 +117,22 @@ def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, device
         step = mjx.load(path)
     except (ValueError, TypeError) as err:
         raise CLIError(str(err)) from None
-    if body is None:
-        body = step.free_body()
-        if body is None:
-            raise CLIError(f"{path} has no body with a free joint: name one with --body")
+    if body is None and step.free_body() is None:
+        raise CLIError(f"{path} has no body with a free joint: name one with --body")
+    if wrt == MjcfInput.ctrl and step.nu == 0:
+        raise CLIError(f"{path} has no actuators: --wrt ctrl has nothing to differentiate")
+    goal = None if target is None else _parse_target(target)
     try:
-        step.body_id(body)
+        problem = step.reach_loss(steps, wrt.value, body=body, target=goal)
     except ValueError as err:
         raise CLIError(str(err)) from None
-    s0 = step.initial_state()
-    goal = (
-        step.body_position(s0, body)
-        if target is None
-        else jnp.asarray(_parse_target(target), s0.qpos.dtype)
-    )
-    if wrt == MjcfInput.ctrl:
-        if step.nu == 0:
-            raise CLIError(f"{path} has no actuators: --wrt ctrl has nothing to differentiate")
-        x0 = jnp.zeros((steps, step.nu), s0.qpos.dtype)
-    else:
-        x0 = s0.qpos if wrt == MjcfInput.qpos0 else s0.qvel
-
-    def loss_at(at, n):  # ‖p_T − target‖² through `at` over n steps (controls held n/steps)
-        def loss(x):
-            x = jnp.repeat(x, n // steps, axis=0) if wrt == MjcfInput.ctrl else x
-            sT = at.simulate({wrt.value: x}, n)
-            return jnp.sum((at.body_position(sT, body) - goal) ** 2)
-
-        return loss
-
-    loss = loss_at(step, steps)
+    loss, x0 = problem.loss, problem.x0
     # the discretization check: the same loss at opt.timestep / 2 over 2T steps
-    half = HalfStep(loss_at(step.with_time_step(step.h / 2), 2 * steps), step.order, step.h)
+    half = HalfStep(problem.half_step_loss, step.order, step.h)
     opts = {"num_samples": samples, "devices": devices, "half_step": half}
     if sigma is not None:
         opts["sigma"] = sigma
-    # before anything is compiled, as for the built-in systems (issue 26, D4)
+    # before anything is compiled, as for the built-in systems
     nbytes, seconds = _mjcf_cost(step, steps, samples)
     seconds = check_cost(f"--samples {samples} over {steps} steps of {path}", nbytes, seconds)
     with progress_bar(f"diagnose ({path})", 1, seconds, quiet) as advance:
@@ -161,7 +144,7 @@ def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, device
 
 def _settings(system: str, flags: dict, sets: list[str]) -> dict:
     """The preset's settings: each from ``--set NAME=VALUE`` (parsed and range-checked by
-    the registry's :class:`~diffsim.systems.Setting`), else its own flag, else the
+    the registry's :class:`~diffsim.Option`), else its own flag, else the
     registry's default. A name the system does not take is an error naming its settings."""
     settings = {s.name: s for s in SYSTEMS[system].settings}
     values = {name: flags.get(name, s.default) for name, s in settings.items()}
@@ -197,10 +180,10 @@ def _flag(name: str) -> str:
 
 
 def _refuse_options_that_do_not_apply(ctx: typer.Context, system: str) -> None:
-    """Options given on the command line that the chosen mode would ignore are an error
-    (issue 26, D6): ``--mjcf`` takes no built-in system's settings, ``--battery`` runs its
-    fixed cases, ``--held-out`` only means something with ``--battery``, and a built-in
-    system takes only its own settings (``--k`` is the stiff contact's)."""
+    """Options given on the command line that the chosen mode would ignore are an error:
+    ``--mjcf`` takes no built-in system's settings, ``--battery`` runs its fixed cases,
+    ``--held-out`` only means something with ``--battery``, and a built-in system takes
+    only its own settings (``--k`` is the stiff contact's)."""
     given = set()
     for name in ctx.params:  # Click's ParameterSource, compared by name (Typer vendors Click)
         source = ctx.get_parameter_source(name)
@@ -292,8 +275,7 @@ def diagnose_cmd(
 ) -> None:
     """Can the exact gradient be trusted here? Flags (plateau, jump, stiffness, chaos,
     non_finite) with their evidence, a verdict and a recommendation."""
-    if system not in PRESETS:
-        raise CLIError(f"--system: {system!r} is not one of {', '.join(repr(n) for n in PRESETS)}")
+    registry_choice("--system", system, PRESETS)
     _refuse_options_that_do_not_apply(ctx, system)
     devices, num_devices = use_devices(devices)  # first: before JAX starts its backend
     check_seed(seed)

@@ -7,9 +7,8 @@ recording files (:func:`diffsim.load_recording`, :func:`diffsim.save_recording`)
 from __future__ import annotations
 
 import math
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -26,16 +25,9 @@ from ._common import (
     console,
     print_json,
     progress_bar,
-    registry_choices,
+    registry_choice,
     titled_table,
 )
-
-if TYPE_CHECKING:  # to a type checker, a str Enum; its members are the registry's systems
-
-    class SystemName(str, Enum): ...
-
-else:
-    SystemName = registry_choices("SystemName", SYSTEMS)
 
 MAX_STEPS = 10_000
 """``--steps`` / ``--max-steps`` at most (a recording longer than this is for the API)."""
@@ -141,7 +133,7 @@ def identify(
         help="Parameters to fit, comma-separated: 'k', 'm[1]', or for --mjcf "
         "'body_mass:torso,geom_friction:floor,dof_damping:hinge'.",
     ),
-    system: SystemName | None = typer.Option(None, "--system", help="A built-in system."),
+    system: str | None = typer.Option(None, "--system", help="A built-in system."),
     mjcf: str | None = typer.Option(None, "--mjcf", help="A MuJoCo model (MJCF file)."),
     bounds: str | None = typer.Option(
         None, "--bounds", help="name=LOWER:UPPER,... (inf for none), e.g. 'e=0:1,g=0:inf'."
@@ -182,7 +174,9 @@ def identify(
         raise CLIError(f"--trust must be one of act, report, off, got {trust!r}")
     values = _pairs("--set", set_)
     model = _Model(
-        system.value if system is not None else None, mjcf, _fields(fit) + _fields(",".join(values))
+        None if system is None else registry_choice("--system", system, SYSTEMS),
+        mjcf,
+        _fields(fit) + _fields(",".join(values)),
     )
     theta = _with_values(model, values)
     chosen = None if signals is None else [k.strip() for k in signals.split(",") if k.strip()]
@@ -249,7 +243,7 @@ def identify(
 @app.command()
 def record(
     out: Path = typer.Option(..., "--out", help="Where to write: a .npz or .csv path."),
-    system: SystemName | None = typer.Option(None, "--system", help="A built-in system."),
+    system: str | None = typer.Option(None, "--system", help="A built-in system."),
     mjcf: str | None = typer.Option(None, "--mjcf", help="A MuJoCo model (MJCF file)."),
     steps: int = typer.Option(200, "--steps", "-T", help="Steps to record (1 to 10000)."),
     set_: str | None = typer.Option(
@@ -276,7 +270,11 @@ def record(
     if out.suffix not in (".npz", ".csv"):
         raise CLIError(f"--out must end in .npz or .csv, got {str(out)!r}")
     values = _pairs("--set", set_)
-    model = _Model(system.value if system is not None else None, mjcf, _fields(",".join(values)))
+    model = _Model(
+        None if system is None else registry_choice("--system", system, SYSTEMS),
+        mjcf,
+        _fields(",".join(values)),
+    )
     theta = _with_values(model, values)
     key_noise, key_ctrl = jax.random.split(jax.random.key(seed))
     inputs = None

@@ -123,7 +123,7 @@ def check_horizon(what: str, steps: float) -> int:
     """A number of scan steps (possibly computed as a float from h): <= 2³¹ − 1.
 
     An integer is compared and shown as an integer: formatting one with ``:.3g`` converts
-    it to a float, which overflows past ~1.8e308 (issue 26, D2)."""
+    it to a float, which overflows past ~1.8e308."""
     if not steps <= SCAN_MAX:  # also catches inf and nan
         shown = count_text(steps) if isinstance(steps, int) else f"{steps:.3g}"
         raise CLIError(

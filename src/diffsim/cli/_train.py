@@ -6,8 +6,6 @@ A thin shell over :data:`diffsim.TASKS` (:meth:`diffsim.Task.train`).
 from __future__ import annotations
 
 import time
-from enum import Enum
-from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -23,17 +21,10 @@ from ._common import (
     precision_name,
     print_json,
     progress_bar,
-    registry_choices,
+    registry_choice,
     require_finite_answer,
     titled_table,
 )
-
-if TYPE_CHECKING:  # to a type checker, a str Enum; its members are the registry's tasks
-
-    class TaskName(str, Enum): ...
-
-else:
-    TaskName = registry_choices("TaskName", TASKS)
 
 MAX_STEPS = 100_000
 """``--steps`` at most."""
@@ -43,7 +34,7 @@ _TASK_HELP = "; ".join(f"{t.name}: {t.title}" for t in TASKS.values())
 
 @app.command(name="train")
 def train_cmd(
-    task: TaskName = typer.Option(..., "--task", help=_TASK_HELP),
+    task: str = typer.Option(..., "--task", help=_TASK_HELP),
     estimator: str = typer.Option(
         "auto", "--estimator", "-e", help=f"One of {', '.join(Task.estimators)} (σ, N: the task's)."
     ),
@@ -53,7 +44,7 @@ def train_cmd(
 ) -> None:
     """Train a control task (Suh et al.'s experiments; MuJoCo models through MJX) with one
     estimator and the task's recipe."""
-    spec = TASKS[task.value]
+    spec = TASKS[registry_choice("--task", task, TASKS)]
     if estimator not in Task.estimators:
         raise CLIError(f"estimator must be one of {', '.join(Task.estimators)}, got {estimator!r}")
     steps = check_count("steps", steps, 0, MAX_STEPS, "a run that long is for the API")

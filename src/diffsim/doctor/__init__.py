@@ -4,21 +4,12 @@
   first- and zeroth-order samples, and the rollout Jacobian along the horizon;
 * ``_rules.py`` — what it decides: one :class:`Rule` per flag (test, thresholds, evidence,
   advice);
-* ``_diagnose.py`` — :func:`diagnose`, :func:`diagnose_rollout`, :func:`check_grad`;
-* ``_battery.py`` — the validation battery (with its held-out set) and the presets that
-  ``diffsim diagnose --system`` examines, one per registered system
-  (:data:`diffsim.systems.SYSTEMS`).
+* ``_diagnose.py`` — :func:`diagnose`, :func:`diagnose_rollout`, :func:`check_grad`.
+
+The doctor knows no system: its validation battery and the presets ``diffsim diagnose
+--system`` examines are in the catalogue above it, :mod:`diffsim.systems.battery`.
 """
 
-from ._battery import PRESETS as PRESETS
-from ._battery import Case as Case
-from ._battery import Check as Check
-from ._battery import Preset as Preset
-from ._battery import battery_table as battery_table
-from ._battery import cases as cases
-from ._battery import check_problem as check_problem
-from ._battery import held_out_cases as held_out_cases
-from ._battery import run_battery as run_battery
 from ._diagnose import VERDICTS as VERDICTS
 from ._diagnose import Diagnosis as Diagnosis
 from ._diagnose import GradCheck as GradCheck
@@ -42,11 +33,8 @@ from ._rules import recommend as recommend
 
 __all__ = [
     "FLAGS",
-    "PRESETS",
     "RULES",
     "VERDICTS",
-    "Case",
-    "Check",
     "Diagnosis",
     "Discretization",
     "Flag",
@@ -54,20 +42,14 @@ __all__ = [
     "HalfStep",
     "Horizon",
     "Measurements",
-    "Preset",
     "Rule",
     "Sampler",
     "Thresholds",
-    "battery_table",
-    "cases",
     "check_grad",
-    "check_problem",
     "cost_text",
     "default_sigma",
     "diagnose",
     "diagnose_rollout",
-    "held_out_cases",
     "measure",
     "recommend",
-    "run_battery",
 ]

@@ -17,7 +17,7 @@ from .._checks import (
     check_key,
     check_positive,
     is_concrete,
-    warn_once,
+    warn_precision,
 )
 from .._sigma import check_normal, sigma_vector
 
@@ -113,8 +113,7 @@ def warn_resolution(name: str, scale: Any, theta: Any) -> None:
     low = np.nonzero(s < spacing)[0]
     if low.size:
         i = int(low[0])
-        warn_once(
-            f"resolution:{name}:{x.dtype}",
+        warn_precision(
             f"{name}={float(np.broadcast_to(s, x.shape)[i]):g} is below the resolution of "
             f"theta in {x.dtype} at |theta| = {abs(float(x[i])):g} (spacing "
             f"{float(spacing[i]):.3g}): theta ± {name} rounds back to theta and the estimate "

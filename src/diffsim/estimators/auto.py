@@ -208,7 +208,7 @@ class Auto(SmoothingEstimator):
     )
     options = (
         SIGMA,
-        Option("num_samples", "N, samples per family (even)", int, "", 4),
+        Option("num_samples", "N, samples per family", int, "", 4, multiple_of=2),
     )
     reports = (
         "choice",

@@ -22,6 +22,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, PyTree
 
 from .._checks import as_arrays, is_concrete
+from .._options import Option
 
 Loss = Callable[[Any], Any]
 """A scalar loss ``L(θ)``: a pure JAX function of a pytree θ returning a scalar."""
@@ -322,34 +323,6 @@ def mean_and_stats(samples: Array) -> tuple[Array, Array, Array]:
     q = jnp.sum((dev / safe) ** 2, axis=0) / (n - 1)
     var_c = safe**2 * q
     return mean, safe * jnp.sqrt(q / n), jnp.sum(var_c)
-
-
-@dataclasses.dataclass(frozen=True)
-class Option:
-    """A constructor option an estimator declares (see :attr:`Estimator.options`).
-
-    ``kind`` is ``float``, ``int`` or ``bool``; ``minimum``/``maximum`` bound the accepted
-    values (``None``: unbounded; ``exclusive`` when the bound itself is refused). The default
-    is the estimator's field default (:meth:`Estimator.defaults`).
-
-    Example:
-        >>> from diffsim.estimators import FirstOrder, Option
-        >>> [(o.name, o.kind.__name__, o.minimum, o.exclusive) for o in FirstOrder.options]
-        [('sigma', 'float', 0.0, True), ('num_samples', 'int', 2, False)]
-        >>> d = FirstOrder.defaults()  # each option's default: σ is diffsim's one rule
-        >>> type(d["sigma"]).__name__, float(d["sigma"].scale), d["num_samples"]
-        ('Relative', 0.05, 32)
-        >>> Option("gamma", "γ, the tolerated error", float, "grad", 0.0, None, True).unit
-        'grad'
-    """
-
-    name: str
-    help: str
-    kind: type = float
-    unit: str = ""
-    minimum: float | None = None
-    maximum: float | None = None
-    exclusive: bool = False
 
 
 SIGMA = Option("sigma", "σ, the smoothing standard deviation", float, "θ's units", 0.0, None, True)

@@ -7,10 +7,16 @@ and the implementation modules are private. :data:`SYSTEMS` registers each syste
 factory, settings with units and ranges, presets, the problem the doctor examines, closed
 forms — and the CLI, the doctor, the page and the tests read it.
 
-Four public modules are studies built on these parts rather than systems with a factory:
+Public modules built on these parts rather than systems with a factory:
 ``projectile_wall`` (the article's wall, closed form and time-stepped), ``wall_study``
-(optimising over the wall, its smoothed loss), ``pushing`` (trajectory optimisation) and
-``tennis`` (a controller through contact: a paddle returning a ball).
+(optimising over the wall, its smoothed loss), ``pushing`` and ``box_trajopt`` (trajectory
+optimisation), ``tennis`` (a controller through contact: a paddle returning a ball) and
+``battery`` (the doctor's validation battery and the presets ``diffsim diagnose --system``
+examines).
+
+This package is the catalogue: what is built from the library (systems, their registry,
+studies, the battery). It sits above the estimators, ``optimize`` and the doctor and is
+imported by none of them.
 
 Examples:
     >>> from diffsim.systems import SYSTEMS, Problem, LossProblem, RolloutProblem
@@ -20,6 +26,7 @@ Examples:
     True
 """
 
+from . import battery as battery
 from . import box_trajopt as box_trajopt
 from . import projectile_wall as projectile_wall
 from . import pushing as pushing
@@ -57,7 +64,6 @@ from ._registry import SYSTEMS as SYSTEMS
 from ._registry import LossProblem as LossProblem
 from ._registry import Problem as Problem
 from ._registry import RolloutProblem as RolloutProblem
-from ._registry import Setting as Setting
 from ._registry import Study as Study
 from ._registry import SystemSpec as SystemSpec
 from ._stiff_contact import stiff_contact as stiff_contact
@@ -72,10 +78,10 @@ __all__ = [
     "LossProblem",
     "Problem",
     "RolloutProblem",
-    "Setting",
     "Study",
     "System",
     "SystemSpec",
+    "battery",
     "bouncing_ball",
     "bouncing_ball_bounce_window",
     "bouncing_ball_closed_form",

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._options import Option
 from . import projectile_wall as pw
 from . import wall_study
 from ._bouncing_ball import (
@@ -36,84 +37,6 @@ from ._mass_spring import mass_spring, mass_spring_drive, mass_spring_observe
 from ._oscillators import harmonic_oscillator, nonlinear_spring, pendulum, pendulum_energy
 from ._stiff_contact import stiff_contact, stiff_contact_energy
 from .base import System
-
-
-@dataclasses.dataclass(frozen=True)
-class Setting:
-    """A knob a system is examined at: name, meaning, unit, default and accepted range.
-
-    ``kind`` is ``float``, ``int`` or ``bool``. For ``steps``, 0 means the system's own
-    horizon (the default).
-
-    Examples:
-        >>> from diffsim.systems import SYSTEMS
-        >>> s = SYSTEMS["stiff"].settings[0]
-        >>> s.name, s.unit, s.default
-        ('k', 'N/m', 100000.0)
-    """
-
-    name: str
-    help: str
-    kind: type = float
-    unit: str = ""
-    default: Any = None
-    minimum: float | None = None
-    maximum: float | None = None
-
-    def accepts(self) -> str:
-        """What :meth:`parse` accepts, in words (for error messages and help).
-
-        Example:
-            >>> from diffsim.systems import SYSTEMS
-            >>> [s.accepts() for s in SYSTEMS["wall"].settings]
-            ['a number in [4, 14] m/s']
-        """
-        if self.kind is bool:
-            return "true or false"
-        what = "an integer" if self.kind is int else "a number"
-        unit = f" {self.unit}" if self.unit else ""
-        lo, hi = self.minimum, self.maximum
-        if lo is not None and hi is not None:
-            return f"{what} in [{lo:g}, {hi:g}]{unit}"
-        if lo is not None:
-            return f"{what} >= {lo:g}{unit}"
-        return f"{what} <= {hi:g}{unit}" if hi is not None else f"{what}{unit}"
-
-    def parse(self, text: str) -> Any:
-        """The value ``text`` gives this setting: of its kind, finite and in its range.
-
-        Raises:
-            ValueError: naming the setting, what it accepts and what was given.
-
-        Example:
-            >>> from diffsim.systems import SYSTEMS
-            >>> v0 = SYSTEMS["wall"].settings[0]
-            >>> v0.parse("9.5")
-            9.5
-            >>> v0.parse("20")
-            Traceback (most recent call last):
-            ...
-            ValueError: v0 must be a number in [4, 14] m/s, got '20'
-        """
-        words = text.strip().lower()
-        value: Any = None
-        if self.kind is bool:
-            value = {"true": True, "1": True, "false": False, "0": False}.get(words)
-        else:
-            try:
-                value = self.kind(words)
-            except (TypeError, ValueError):
-                value = None
-        if value is None or (
-            self.kind is not bool
-            and (
-                not math.isfinite(value)
-                or (self.minimum is not None and value < self.minimum)
-                or (self.maximum is not None and value > self.maximum)
-            )
-        ):
-            raise ValueError(f"{self.name} must be {self.accepts()}, got {text!r}")
-        return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,7 +105,8 @@ class SystemSpec:
         title: a short description.
         factory: builds the :class:`System` (its keyword arguments are the physical
             parameters, with units in its docstring).
-        settings: the :class:`Setting` s :attr:`problem` takes.
+        settings: the :class:`~diffsim.Option` s :attr:`problem` takes (each with its
+            ``default``; the same type as an estimator's options).
         problem: ``problem(**settings) -> LossProblem | RolloutProblem``, what the doctor
             (and ``diffsim diagnose --system``) examines; settings left out take their default.
         presets: named settings (``{"plateau": {"v0": 8.0}}``).
@@ -199,7 +123,7 @@ class SystemSpec:
     name: str
     title: str
     factory: Callable[..., System]
-    settings: tuple[Setting, ...]
+    settings: tuple[Option, ...]
     problem: Callable[..., Problem]
     presets: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     closed_forms: Mapping[str, Callable[..., Any]] = dataclasses.field(default_factory=dict)
@@ -241,8 +165,8 @@ def _horizon(steps: int | None, default: int) -> int:
 STEPS = "steps"
 
 
-def _steps(default: int) -> Setting:
-    return Setting(STEPS, "rollout horizon T (0: the system's default)", int, "", default, 0)
+def _steps(default: int) -> Option:
+    return Option(STEPS, "rollout horizon T (0: the system's default)", int, "", 0, default=default)
 
 
 # --- the problems each system is examined at ------------------------------------------------
@@ -333,9 +257,9 @@ def _harmonic_closed_form(x0, v0, omega, t):
 
 # --- the registry ---------------------------------------------------------------------------
 
-_V0 = Setting("v0", "launch speed", float, "m/s", 8.0, 4.0, pw.V0_MAX)
-_TOI = Setting("toi", "time-of-impact correction", bool, "", True)
-_K = Setting("k", "penalty stiffness", float, "N/m", 1e5, 0.0)
+_V0 = Option("v0", "launch speed", float, "m/s", 4.0, pw.V0_MAX, default=8.0)
+_TOI = Option("toi", "time-of-impact correction", bool, default=True)
+_K = Option("k", "penalty stiffness", float, "N/m", 0.0, default=1e5)
 
 SYSTEMS: dict[str, SystemSpec] = dict(
     {

@@ -1,4 +1,5 @@
-"""The gradient doctor's validation battery, and its presets.
+"""The gradient doctor's validation battery, and its presets: the catalogue's checks of
+:mod:`diffsim.doctor` on the registered systems.
 
 Each case builds a loss (or a rollout) at a point where we know, from the physics, which
 flags a correct diagnosis raises. :func:`run_battery` diagnoses every case and reports the
@@ -7,7 +8,13 @@ but are not). ``diffsim diagnose --battery`` prints the table in the README.
 
 The presets (:data:`PRESETS`) are the registered systems (:data:`diffsim.systems.SYSTEMS`)
 that ``diffsim diagnose --system`` examines; the battery's cases on those systems are the
-same registered problems at chosen settings.
+same registered problems at chosen settings. It lives with the systems (the catalogue
+layer, above the doctor): the doctor knows no system, the catalogue applies it to each.
+
+Examples:
+    >>> from diffsim.systems import battery
+    >>> len(battery.cases()), len(battery.held_out_cases()), "wall" in battery.PRESETS
+    (27, 14, True)
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ from collections.abc import Callable, Iterator, Mapping
 import jax
 import jax.numpy as jnp
 
+from ..doctor import Diagnosis, diagnose, diagnose_rollout
 from ..integrators import ExplicitEuler, SemiImplicitEuler, VelocityVerlet
-from ..systems import SYSTEMS, LossProblem, Problem, bouncing_ball, pendulum
-from ..systems import projectile_wall as pw
-from ._diagnose import Diagnosis, diagnose, diagnose_rollout
+from . import projectile_wall as pw
+from ._bouncing_ball import bouncing_ball
+from ._oscillators import pendulum
+from ._registry import SYSTEMS, LossProblem, Problem
 
 Check = Callable[..., Diagnosis]
 """``check(key, **options) -> Diagnosis``: a diagnosis waiting for its PRNG key (options
@@ -36,7 +45,7 @@ class Case:
 
     Example:
         >>> import jax
-        >>> from diffsim.doctor import cases
+        >>> from diffsim.systems.battery import cases
         >>> case = cases()[1]
         >>> case.name, sorted(case.expected), case.expected_verdict
         ('wall, on the plateau (v0 = 8)', ['plateau'], 'untrusted')
@@ -70,7 +79,7 @@ def check_problem(problem: Problem) -> Check:
 
     Example:
         >>> import jax
-        >>> from diffsim.doctor import Check, check_problem
+        >>> from diffsim.systems.battery import Check, check_problem
         >>> from diffsim.systems import SYSTEMS
         >>> check: Check = check_problem(SYSTEMS["wall"].build(v0=9.5))  # just past the cliff
         >>> check(jax.random.PRNGKey(0)).flag_names
@@ -95,7 +104,7 @@ class Preset:
 
     Example:
         >>> import jax
-        >>> from diffsim.doctor import PRESETS, Preset
+        >>> from diffsim.systems.battery import PRESETS, Preset
         >>> list(PRESETS)[:4]  # one per registered system, as ``diffsim diagnose --system``
         ['wall', 'bounce', 'stiff', 'double-pendulum']
         >>> preset = PRESETS["wall"]
@@ -231,7 +240,8 @@ def cases() -> list[Case]:
     """The battery: contact cases with known pathologies and smooth controls.
 
     Example:
-        >>> from diffsim.doctor import FLAGS, cases
+        >>> from diffsim.doctor import FLAGS
+        >>> from diffsim.systems.battery import cases
         >>> battery = cases()
         >>> len(battery), sum(not case.expected for case in battery)  # cases, smooth controls
         (27, 13)
@@ -342,7 +352,7 @@ def held_out_cases() -> list[Case]:
 
     Example:
         >>> import jax
-        >>> from diffsim.doctor import held_out_cases
+        >>> from diffsim.systems.battery import held_out_cases
         >>> held = held_out_cases()
         >>> len(held), held[-2].name
         (14, 'held-out: Heaviside, θ = 2, σ = 0.1')
@@ -400,7 +410,7 @@ def run_battery(seed: int = 0, *, which: str = "calibration") -> list[dict]:
         it, ``tests/test_diagnose.py`` checks it); a row is what :func:`battery_table`
         renders. The choice of cases is checked before any work:
 
-        >>> from diffsim.doctor import run_battery
+        >>> from diffsim.systems.battery import run_battery
         >>> run_battery(which="everything")
         Traceback (most recent call last):
         ...
@@ -443,7 +453,7 @@ def battery_table(rows: list[dict]) -> str:
     """The battery as a markdown table, with totals of false alarms and misses.
 
     Example:
-        >>> from diffsim.doctor import battery_table
+        >>> from diffsim.systems.battery import battery_table
         >>> row = {"case": "wall (v0 = 8)", "expected": ["plateau"], "flags": ["plateau"],
         ...        "verdict": "untrusted", "expected_verdict": "untrusted",
         ...        "wrong_verdict": False, "undecided": [], "samples_to_decide": None,

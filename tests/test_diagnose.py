@@ -12,7 +12,7 @@ import pytest
 from conftest import cli_runner
 from diffsim import check_grad, diagnose, diagnose_rollout, rollout, rollout_jacobian, systems
 from diffsim.cli import app
-from diffsim.doctor import FLAGS, RULES, recommend
+from diffsim.doctor import FLAGS, RULES, Thresholds, recommend
 from diffsim.systems import SYSTEMS, double_pendulum
 from diffsim.systems.battery import PRESETS, battery_table, run_battery
 
@@ -124,6 +124,45 @@ def test_deterministic_given_the_key():
 def test_diagnose_validates_its_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         diagnose(lambda t: t**2, jnp.asarray(1.0), KEY, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"z_threshold": 0.0}, "z_threshold must be finite and > 0"),
+        ({"z_clear": 5.0}, r"z_clear must be < z_threshold \(4.0\), got 5.0"),
+        ({"gap_tolerance": 1.5}, "gap_tolerance must be"),
+        ({"stiffness_ratio": -1.0}, "stiffness_ratio must be finite and > 0"),
+        ({"chaos_growth": 1.0}, "chaos_growth must be a number > 1"),
+        ({"concentration_limit": 1.0}, r"concentration_limit must be in \(0, 1\)"),
+        ({"discretization_tolerance": 0.0}, r"discretization_tolerance must be in \(0, 1\]"),
+    ],
+)
+def test_thresholds_are_one_options_object_checked_field_by_field(fields, match):
+    """The doctor's thresholds are one :class:`Thresholds` (the object ``auto`` decides
+    with), checked field by field with the field's name; the flat keywords are gone."""
+    with pytest.raises(ValueError, match=match):
+        diagnose(lambda t: t**2, jnp.asarray(1.0), KEY, thresholds=Thresholds(**fields))
+
+
+def test_thresholds_reach_the_decision():
+    """A band of doubt no statistic can leave makes the verdict inconclusive; the rollout's
+    chaos_growth is read from the same object (the pendulum's growth, > 1e3, is no chaos
+    under a 1e12 limit)."""
+    with pytest.raises(TypeError, match="z_threshold"):
+        diagnose(lambda t: t**2, jnp.asarray(1.0), KEY, z_threshold=3.0)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"thresholds must be a diffsim\.doctor\.Thresholds"):
+        diagnose(lambda t: t**2, jnp.asarray(1.0), KEY, thresholds={"z_threshold": 3.0})
+    step = lambda t: jnp.where(t > 0.0, 1.0, 0.0) + 0.1 * t  # noqa: E731
+    doubt = Thresholds(z_clear=1e-9, z_threshold=1e9)
+    d = diagnose(step, jnp.asarray(0.02), KEY, sigma=0.1, max_samples=128, thresholds=doubt)
+    assert d.verdict == "inconclusive" and "jump" not in d.flag_names
+    sys = double_pendulum()
+    loss = lambda s: jnp.cos(s[0][1])  # noqa: E731
+    lenient = Thresholds(chaos_growth=1e12)
+    d = diagnose_rollout(sys.step, sys.s0, sys.theta, 800, loss, KEY, wrt="s0", num_samples=64,
+                         thresholds=lenient)  # fmt: skip
+    assert "chaos" not in d.flag_names and d.measurements["jacobian_growth"] > 1e3
 
 
 def test_diagnose_rollout_validates_its_arguments():

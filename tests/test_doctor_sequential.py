@@ -13,7 +13,7 @@ import pytest
 from conftest import cli_runner
 from diffsim import Relative, diagnose, diagnose_rollout
 from diffsim.cli import app
-from diffsim.doctor import VERDICTS, default_sigma, measure
+from diffsim.doctor import VERDICTS, Thresholds, default_sigma, measure
 from diffsim.systems import pendulum
 from diffsim.systems import projectile_wall as pw
 from diffsim.systems.battery import _buried, _damped_pendulum, _nan_beyond
@@ -158,7 +158,7 @@ def test_rounds_reuse_one_compiled_program():
             with jax.log_compiles():
                 # a band of doubt no statistic leaves: every round up to the budget runs
                 d = diagnose(loss, theta, key, sigma=0.2, num_samples=16, max_samples=512,
-                             z_clear=1e-9, z_threshold=1e9)  # fmt: skip
+                             thresholds=Thresholds(z_clear=1e-9, z_threshold=1e9))  # fmt: skip
         finally:
             logger.removeHandler(handler)
         return d, [r for r in records if r.startswith("Compiling") and re.search(r"\bdraw\b", r)]

@@ -361,9 +361,11 @@ def test_traced_wall_ball_beyond_the_horizon_is_nan_not_mid_air():
 def test_wall_flight_longer_than_a_rollout_is_refused_naming_v0_and_h():
     from diffsim.systems import projectile_wall as pw
 
-    with pytest.raises(ValueError, match=r"^the flight at v0 up to 1e\+30 m/s with h = .* to land"):
+    with pytest.raises(ValueError, match=r"^v0 must be <= v0_max = 24 m/s .* got 1e\+30"):
         pw.landing_x(1e30)
-    with pytest.raises(ValueError, match=r"^the flight at v0 up to 14 m/s with h = 1e-12 s needs"):
+    with pytest.raises(ValueError, match=r"^the flight at v0 up to 1e\+30 m/s with h = .* to land"):
+        pw.landing_x(1e30, v0_max=1e30)
+    with pytest.raises(ValueError, match=r"^the flight at v0 up to 24 m/s with h = 1e-12 s needs"):
         pw.trajectory(8.0, h=1e-12)
 
 

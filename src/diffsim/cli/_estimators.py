@@ -22,6 +22,7 @@ from ._common import (
     precision_name,
     print_json,
     progress_bar,
+    registry_choice,
     require_finite_answer,
     titled_table,
     use_devices,
@@ -37,14 +38,15 @@ from ._limits import (
     check_horizon,
 )
 
-SYSTEMS = tuple(name for name, spec in SYSTEM_REGISTRY.items() if spec.study is not None)
-"""The registered systems with a :class:`~diffsim.systems.Study` (for now: the wall)."""
+
+def _studies() -> dict[str, Study]:
+    """The registered systems with a :class:`~diffsim.systems.Study` (for now: the wall),
+    read when the command runs."""
+    return {name: spec.study for name, spec in SYSTEM_REGISTRY.items() if spec.study is not None}
 
 
 def _study(system: str) -> Study:
-    study = SYSTEM_REGISTRY[system].study
-    assert study is not None  # system was checked against SYSTEMS
-    return study
+    return _studies()[registry_choice("--system", system, _studies())]
 
 
 def _estimator_help() -> str:
@@ -53,7 +55,7 @@ def _estimator_help() -> str:
 
 
 _EST_HELP = _estimator_help()
-_SYSTEM_HELP = f"System: {', '.join(SYSTEMS)}."
+_SYSTEM_HELP = "System: a registered system with a study (wall)."
 
 _CLI_OPTIONS = {"sigma": "sigma", "num_samples": "samples"}
 """Estimator option → the CLI flag's name in the output (what the user typed it as)."""
@@ -70,8 +72,7 @@ def _v0_range(system: str) -> tuple[float, float]:
 def _check_common(
     system: str, estimator: str, v0: float, sigma: float | None, samples: int, seed: int
 ) -> tuple[float, float | None]:
-    if system not in SYSTEMS:
-        raise CLIError(f"system must be one of {', '.join(SYSTEMS)}, got {system!r}")
+    registry_choice("--system", system, _studies())
     if estimator not in ESTIMATORS:
         raise CLIError(
             f"estimator must be one of {', '.join(sorted(ESTIMATORS))}, got {estimator!r}"

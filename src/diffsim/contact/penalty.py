@@ -11,7 +11,8 @@ import numpy as np
 
 from .._checks import check_positive
 from .._coords import Coords, along
-from .base import ForceContact, Plane, check_param, check_plane, param
+from ._plane import Plane, check_param, check_plane, param
+from .base import ForceContact
 
 
 def _kinematic(indices: Any) -> tuple[int, ...]:

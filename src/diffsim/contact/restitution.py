@@ -7,38 +7,12 @@ from typing import Any, Literal
 import equinox as eqx
 import jax.numpy as jnp
 
-from .._checks import check_bool, check_choice, check_positive
+from .._checks import check_choice
 from .._coords import Coords, where
-from .base import (
-    EventContact,
-    Plane,
-    blend,
-    check_param,
-    check_plane,
-    crossing,
-    edge_weights,
-    naive_contact,
-    param,
-    smoothed_contact,
-    with_h,
-)
-
-_LOCATIONS = ("substep", "linear")
-
-
-def _check_mode(
-    toi: bool, smoothing: float | None, thin: bool = False, location: str = "substep"
-) -> None:
-    check_bool("toi", toi)
-    check_choice("location", location, _LOCATIONS)
-    if smoothing is not None:
-        check_positive("smoothing", smoothing)
-        if toi and not thin:
-            raise ValueError(
-                "smoothing is a variant of the naive contact: pass toi=False with smoothing "
-                f"(got toi=True, smoothing={smoothing!r}); only a thin plane (with an "
-                "extent) combines them"
-            )
+from ._impact import with_h
+from ._plane import Plane, check_param, check_plane, crossing, param
+from ._switches import blend, edge_weights, naive_contact, smoothed_contact
+from .base import EventContact, _check_event_mode
 
 
 class Restitution(EventContact):
@@ -120,7 +94,7 @@ class Restitution(EventContact):
     def __check_init__(self):
         check_plane(self.plane)
         check_param("e", self.e, 0.0, 1.0)
-        _check_mode(self.toi, self.smoothing, self.plane.thin, self.location)
+        _check_event_mode(self.toi, self.smoothing, self.plane.thin, self.location)
         check_choice("position", self.position, ("project", "reflect"))
 
     def _reflect(self, v: Coords, e) -> Coords:

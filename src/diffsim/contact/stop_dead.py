@@ -8,18 +8,10 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .._coords import where
-from .base import (
-    EventContact,
-    Plane,
-    blend,
-    check_plane,
-    crossing,
-    edge_weights,
-    naive_contact,
-    smoothed_contact,
-    with_h,
-)
-from .restitution import _check_mode
+from ._impact import with_h
+from ._plane import Plane, check_plane, crossing
+from ._switches import blend, edge_weights, naive_contact, smoothed_contact
+from .base import EventContact, _check_event_mode
 
 
 class StopDead(EventContact):
@@ -95,7 +87,7 @@ class StopDead(EventContact):
 
     def __check_init__(self):
         check_plane(self.plane)
-        _check_mode(self.toi, self.smoothing, self.plane.thin, self.location)
+        _check_event_mode(self.toi, self.smoothing, self.plane.thin, self.location)
 
     def resolve(self, integrator, state0, state1, theta, u):
         x0, _ = state0

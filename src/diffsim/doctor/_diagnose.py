@@ -50,7 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_arrays, check_in_range, check_int, check_key, check_positive
+from .._checks import as_arrays, check_in_range, check_int, check_key
 from .._rollout import prepare, rollout
 from .._sigma import Relative, describe
 from .._types import Inputs
@@ -487,9 +487,18 @@ def sample_budget(num_samples: int, max_samples: int) -> tuple[int, int]:
     return chunk, budget
 
 
+def _check_thresholds(thresholds: Thresholds | None) -> Thresholds:
+    """``thresholds``, default ``Thresholds()`` (which checks its own fields)."""
+    if thresholds is None:
+        return Thresholds()
+    if not isinstance(thresholds, Thresholds):
+        raise TypeError(f"thresholds must be a diffsim.doctor.Thresholds, got {thresholds!r}")
+    return thresholds
+
+
 def _measure_checked(
     loss, theta, key, *, sigma, num_samples, max_samples, rel_steps, num_directions,
-    z_threshold, z_clear, gap_tolerance, stiffness_ratio, stiffness_kurtosis, devices=None,
+    thresholds, devices=None,
 ) -> tuple[Sampler, Thresholds, int]:  # fmt: skip
     """:func:`diagnose`'s argument checks, then its sampler, thresholds and budget."""
     if not callable(loss):
@@ -515,16 +524,7 @@ def _measure_checked(
         raise ValueError(
             f"rel_steps must be >= 3 strictly decreasing numbers > 0, got {rel_steps!r}"
         )
-    for name, v in (
-        ("z_threshold", z_threshold),
-        ("z_clear", z_clear),
-        ("stiffness_ratio", stiffness_ratio),
-        ("stiffness_kurtosis", stiffness_kurtosis),
-    ):
-        check_positive(name, v)
-    check_in_range("gap_tolerance", gap_tolerance, 0.0, 1.0)
-    if not z_clear < z_threshold:
-        raise ValueError(f"z_clear must be < z_threshold ({z_threshold}), got {z_clear}")
+    thresholds = _check_thresholds(thresholds)
     chunk, budget = sample_budget(num_samples, max(max_samples, num_samples))
     check_not_empty(theta)
     check_sample_memory("max_samples" if max_samples > num_samples else "num_samples", budget,
@@ -532,10 +532,6 @@ def _measure_checked(
     sampler = Sampler(
         loss, theta, key, sigma=sigma, chunk=chunk, capacity=budget, rel_steps=steps,
         num_directions=num_directions, devices=devices,
-    )  # fmt: skip
-    thresholds = Thresholds(
-        z_threshold, stiffness_ratio, stiffness_kurtosis, z_clear=z_clear,
-        gap_tolerance=gap_tolerance,
     )  # fmt: skip
     return sampler, thresholds, budget
 
@@ -550,11 +546,7 @@ def diagnose(
     max_samples: int = 2048,
     rel_steps: Sequence[float] = DEFAULT_REL_STEPS,
     num_directions: int = 8,
-    z_threshold: float = 4.0,
-    z_clear: float = 2.0,
-    gap_tolerance: float = 0.1,
-    stiffness_ratio: float = 20.0,
-    stiffness_kurtosis: float = 10.0,
+    thresholds: Thresholds | None = None,
     devices: Any = None,
     half_step: HalfStep | None = None,
 ) -> Diagnosis:
@@ -577,15 +569,12 @@ def diagnose(
         rel_steps: finite-difference steps as multiples of σ (decreasing, > 0).
         num_directions: directions for finite differences (coordinate axes when
             dim θ <= this, else random unit directions; in the σ-scaled coordinates).
-        z_threshold: significance, in standard errors, for "non-zero" and "disagree".
-        z_clear: significance below which "clearly not"; between it and ``z_threshold``
-            the statistic is undecided and more samples are drawn.
-        gap_tolerance: η in [0, 1]: a first-/zeroth-order gap within η·‖smoothed
-            gradient‖ does not count as a jump, however significant.
-        stiffness_ratio: ρ above which per-sample gradients are "far larger than the loss
-            changes they should explain".
-        stiffness_kurtosis: excess kurtosis of the per-sample gradient norms above which
-            their tails are "heavy".
+        thresholds: what the flags are decided with (:class:`Thresholds`: ``z_threshold``
+            for "non-zero" and "disagree", ``z_clear`` below which "clearly not" — between
+            them more samples are drawn —, ``gap_tolerance``, ``stiffness_ratio``,
+            ``stiffness_kurtosis``, and for rollouts ``chaos_growth``,
+            ``concentration_limit``, ``discretization_tolerance``); default
+            ``Thresholds()``, the values ``auto`` decides with.
         devices: where the samples run: ``None`` (every device JAX sees, when there are
             several), a count, devices or a ``jax.sharding.Mesh``
             (:func:`diffsim.device_mesh`).
@@ -614,9 +603,8 @@ def diagnose(
     """
     sampler, thresholds, budget = _measure_checked(
         loss, theta, key, sigma=sigma, num_samples=num_samples, max_samples=max_samples,
-        rel_steps=rel_steps, num_directions=num_directions, z_threshold=z_threshold,
-        z_clear=z_clear, gap_tolerance=gap_tolerance, stiffness_ratio=stiffness_ratio,
-        stiffness_kurtosis=stiffness_kurtosis, devices=devices,
+        rel_steps=rel_steps, num_directions=num_directions, thresholds=thresholds,
+        devices=devices,
     )  # fmt: skip
     if half_step is not None and not isinstance(half_step, HalfStep):
         raise TypeError(f"half_step must be a HalfStep or None, got {half_step!r}")
@@ -705,10 +693,7 @@ def diagnose_rollout(
     *,
     wrt: Literal["theta", "s0"] = "theta",
     inputs: Inputs | None = None,
-    chaos_growth: float = 100.0,
-    concentration_limit: float = 0.5,
     discretization: bool = True,
-    discretization_tolerance: float = 0.1,
     **options: Any,
 ) -> Diagnosis:
     r""":func:`diagnose` for ``loss(s_T)`` of a rollout, plus what only a rollout shows.
@@ -747,14 +732,12 @@ def diagnose_rollout(
         wrt: ``"theta"`` or ``"s0"``.
         inputs: optional per-step inputs, leading axis T (see :func:`diffsim.rollout`); they
             reach every step of the rollout and of its Jacobian.
-        chaos_growth: growth factor G (> 1) beyond which the horizon is too long for
-            first-order gradients.
-        concentration_limit: share of the growth, in (0, 1), that one step may explain for
-            the growth to count as chaos rather than stiffness.
         discretization: check the gradient at h/2 (``False``: skip the extra gradient).
-        discretization_tolerance: the relative error of the gradient at h, in (0, 1],
-            beyond which ``discretization`` is raised.
-        **options: passed to :func:`diagnose` (``sigma``, ``num_samples``, ...).
+        **options: passed to :func:`diagnose` (``sigma``, ``num_samples``, ``thresholds``,
+            ...); the rollout's own thresholds are fields of :class:`Thresholds`:
+            ``chaos_growth`` (G > 1, default 100), ``concentration_limit`` (in (0, 1),
+            default 0.5) and ``discretization_tolerance`` (the relative error of the
+            gradient at h, in (0, 1], beyond which ``discretization`` is raised; 0.1).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -771,23 +754,10 @@ def diagnose_rollout(
     s0, theta, num_steps, inputs, _ = prepare(step, s0, theta, num_steps, inputs, floating=True)
     if wrt not in ("theta", "s0"):
         raise ValueError(f"wrt must be 'theta' or 's0', got {wrt!r}")
-    if (
-        isinstance(chaos_growth, bool)
-        or not isinstance(chaos_growth, (int, float))
-        or not (chaos_growth > 1)
-    ):
-        raise ValueError(f"chaos_growth must be a number > 1, got {chaos_growth!r}")
-    if not (isinstance(concentration_limit, (int, float)) and 0 < concentration_limit < 1):
-        raise ValueError(f"concentration_limit must be in (0, 1), got {concentration_limit!r}")
     if not callable(loss):
         raise TypeError(f"loss must be a callable loss(s_T) -> scalar, got {loss!r}")
     if not isinstance(discretization, bool):
         raise TypeError(f"discretization must be a bool (True or False), got {discretization!r}")
-    check_in_range("discretization_tolerance", discretization_tolerance, 0.0, 1.0)
-    if not discretization_tolerance > 0:
-        raise ValueError(
-            f"discretization_tolerance must be in (0, 1], got {discretization_tolerance!r}"
-        )
 
     def objective(var):
         s, p = (s0, var) if wrt == "theta" else (var, theta)
@@ -803,10 +773,6 @@ def diagnose_rollout(
     del opts["half_step"]
     sampler, thresholds, budget = _measure_checked(objective, var, key, **opts)
     norms, step_norms = sensitivity_profile(step, s0, theta, num_steps, inputs)
-    thresholds = dataclasses.replace(
-        thresholds, chaos_growth=chaos_growth, concentration_limit=concentration_limit,
-        discretization_tolerance=float(discretization_tolerance),
-    )  # fmt: skip
     m, pending = _sequential(sampler, thresholds, budget, horizon_growth(norms, step_norms))
     extra = {"step_jacobians": num_steps}
     refined = halve_time_step(step) if discretization else None
@@ -821,7 +787,7 @@ def diagnose_rollout(
             return loss(rollout(fine_step, s, p, 2 * num_steps, inputs=fine_inputs,
                                 trajectory=False))  # fmt: skip
 
-        half = HalfStep(fine, order, h, float(discretization_tolerance))
+        half = HalfStep(fine, order, h, float(thresholds.discretization_tolerance))
         m = _with_half_step(m, extra, objective, half, var)
     return _report(sampler, m, thresholds, pending, budget, extra)
 

@@ -254,13 +254,7 @@ class Auto(SmoothingEstimator):
             raise TypeError(f"max_widen must be an integer in [0, 20], got {self.max_widen!r}")
         elif not 0 <= self.max_widen <= 20:
             raise ValueError(f"max_widen must be an integer in [0, 20], got {self.max_widen}")
-        g = self.gap_tolerance
-        if isinstance(g, bool) or not isinstance(g, int | float) or not 0 <= g <= 1:
-            raise ValueError(f"gap_tolerance must be a number in [0, 1], got {g!r}")
-        if not self.z_clear < self.z_threshold:
-            raise ValueError(
-                f"z_clear must be < z_threshold ({self.z_threshold}), got {self.z_clear}"
-            )
+        self.thresholds  # noqa: B018  (Thresholds checks z_clear < z_threshold, η in [0, 1])
 
     @property
     def widen_rounds(self) -> int:
@@ -281,7 +275,7 @@ class Auto(SmoothingEstimator):
         return ev.Thresholds(
             z_threshold=self.z_threshold, stiffness_ratio=self.stiffness_ratio,
             stiffness_kurtosis=self.stiffness_kurtosis, z_clear=self.z_clear,
-            gap_tolerance=float(self.gap_tolerance),
+            gap_tolerance=self.gap_tolerance,
         )  # fmt: skip
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 import jax
 import jax.numpy as jnp
 
-from ..doctor import Diagnosis, diagnose, diagnose_rollout
+from ..doctor import Diagnosis, Thresholds, diagnose, diagnose_rollout
 from ..integrators import ExplicitEuler, SemiImplicitEuler, VelocityVerlet
 from . import projectile_wall as pw
 from ._bouncing_ball import bouncing_ball
@@ -195,7 +195,11 @@ BURIED_JUMP = 1.2
 def _buried(key, **options) -> Diagnosis:
     """The buried step with one round of 128 samples and a wide band of doubt, z in
     [1, 5]: its z (about 3, spread ±1.5 at N = 128) falls inside for ~19 seeds in 20."""
-    opts: dict = {"sigma": 1.0, "max_samples": 128, "z_clear": 1.0, "z_threshold": 5.0}
+    opts: dict = {
+        "sigma": 1.0,
+        "max_samples": 128,
+        "thresholds": Thresholds(z_clear=1.0, z_threshold=5.0),
+    }
     return diagnose(_buried_jump, jnp.asarray(0.5), key, **{**opts, **options})
 
 

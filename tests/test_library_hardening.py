@@ -190,7 +190,7 @@ def test_impact_exactly_at_the_end_of_a_step_is_resolved_in_that_step():
 
 
 def test_impact_fraction_gradient_is_full_at_the_ends():
-    from diffsim.contact.base import impact_fraction
+    from diffsim.contact import impact_fraction
 
     g0 = jax.grad(lambda a: impact_fraction(a, -0.125))(0.0)
     assert float(g0) == pytest.approx(8.0)  # d/dg0 of g0/(g0 - g1) at g0 = 0: 1/0.125

@@ -30,50 +30,78 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 import diffsim
 from diffsim.estimators import Estimator, make_estimator
-from diffsim.systems import SYSTEMS, bouncing_ball, wall_study
-from diffsim.systems import projectile_wall as pw
+from diffsim.systems import SYSTEMS, Study, bouncing_ball, wall_study
 from diffsim.systems import pushing as push
 
 ESTIMATOR_NAMES = ("exact", "zeroth", "first", "alpha", "auto")
 
 
+OWN_SIGMA = ("auto",)
+"""Estimators run with their own σ (the one that needs no expertise); the others get the
+task's hand-picked σ."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """A contact task: a loss of θ, starting points, the outcome that must land within
-    ``tolerance`` of ``goal``, and the optimizer settings shared by every estimator."""
+    """A contact task: a :class:`~diffsim.systems.Study` (the loss of θ, the outcome that
+    must land within ``tolerance`` of ``target``, and the descent every estimator runs),
+    its starting points and the settings shared by every estimator."""
 
     name: str
     title: str
-    loss: Callable[[Any], Any]
+    study: Study
     starts: Callable[[int], Any]  # number of starts -> stacked θ0
-    outcome: Callable[[Any], Any]  # θ -> scalar outcome
-    goal: float
-    tolerance: float
     sigma: float  # the hand-picked σ of the fixed estimators
     samples: int
     steps: int
     lr: float
-    anneal_to: float | None = None  # σ cosine-annealed to this over 60 % of the steps
+
+
+def _descent(loss: Callable[[Any], Any], sigma_end: float) -> Callable[..., Any]:
+    """The wall study's recipe for any loss: Adam with the learning rate cosine-decayed
+    (:func:`~diffsim.systems.wall_study.wall_optimizer`), σ cosine-annealed from the
+    estimator's own (its largest component when relative to θ) to ``sigma_end`` over 60 %
+    of the steps."""
+
+    def run(theta0, estimator, *, key, steps, lr, callback=None):
+        sigma = estimator.smoothing_scale()
+        kw = {}
+        if sigma is not None:
+            start = jnp.max(diffsim.sigma_vector(sigma, theta0))
+            kw["sigma_schedule"] = diffsim.cosine_anneal(
+                start, sigma_end, steps, wall_study.ANNEAL_FRACTION
+            )
+        return diffsim.optimize(loss, theta0, estimator, steps=steps, key=key,
+                                optimizer=wall_study.wall_optimizer(lr, steps), callback=callback,
+                                **kw)  # fmt: skip
+
+    return run
+
+
+def _study(loss, outcome, target: float, tolerance: float, sigma_end: float) -> Study:
+    return Study(loss, _descent(loss, sigma_end), outcome, target, tolerance)
+
+
+def _reach(outcome, target: float, tolerance: float, sigma_end: float) -> Study:
+    """Bring ``outcome(θ)`` to ``target``: the loss (outcome(θ) − target)²."""
+    return _study(lambda t: (outcome(t) - target) ** 2, outcome, target, tolerance, sigma_end)
 
 
 def _wall() -> Task:
+    study = SYSTEMS["wall"].study
+    assert study is not None  # the registry's wall study: optimize_wall, the same recipe
     return Task(
         "wall",
         "wall (v0 ∈ [4.5, 13.5])",
-        pw.loss,
+        study,
         lambda n: jnp.linspace(4.5, 13.5, n),
-        pw.landing_x,
-        pw.TARGET,
-        wall_study.TOLERANCE_X,
         wall_study.SIGMA,
         wall_study.SAMPLES,
         wall_study.STEPS,
         wall_study.LR,
-        anneal_to=wall_study.SIGMA_END,
     )
 
 
@@ -94,16 +122,12 @@ def _push(k: float) -> Task:
     return Task(
         f"push{int(k)}",
         f"pushing, k = {int(k)}, box to 0.3 m (u ∈ [0, 1] m/s)",
-        loss,
+        _study(loss, box_x, PUSH_GOAL, 0.01, sigma_end=0.01),
         lambda n: jnp.linspace(0.0, 1.0, n)[:, None] * jnp.ones((1, push.NUM_STEPS)),
-        box_x,
-        PUSH_GOAL,
-        0.01,
         0.1,
         16,
         300,
         0.1,
-        anneal_to=0.01,
     )
 
 
@@ -122,16 +146,12 @@ def _bounce() -> Task:
     return Task(
         "bounce",
         "bouncing ball aimed at y = 0.6 m at 1.5 s (vy0 ∈ [−4, 4])",
-        lambda v: (_bounce_height(v) - BOUNCE_GOAL) ** 2,
+        _reach(_bounce_height, BOUNCE_GOAL, 0.01, sigma_end=0.01),
         lambda n: jnp.linspace(-4.0, 4.0, n),
-        _bounce_height,
-        BOUNCE_GOAL,
-        0.01,
         0.3,
         16,
         200,
         0.1,
-        anneal_to=0.01,
     )
 
 
@@ -150,16 +170,12 @@ def _stiff() -> Task:
     return Task(
         "stiff",
         "stiff contact (k = 1e5), drop height for y = 0.5 m at 1 s (y0 ∈ [0.3, 2])",
-        lambda y0: (_stiff_height(y0) - STIFF_GOAL) ** 2,
+        _reach(_stiff_height, STIFF_GOAL, 0.01, sigma_end=0.005),
         lambda n: jnp.linspace(0.3, 2.0, n),
-        _stiff_height,
-        STIFF_GOAL,
-        0.01,
         0.1,
         16,
         200,
         0.05,
-        anneal_to=0.005,
     )
 
 
@@ -175,34 +191,22 @@ TASKS: dict[str, Callable[[], Task]] = {
 
 def _estimator(task: Task, name: str) -> Estimator:
     cls = diffsim.estimators.ESTIMATORS[name]
-    if name == "auto":
-        return make_estimator(name, num_samples=task.samples)
-    opts = {"sigma": task.sigma, "num_samples": task.samples}
+    opts = {"num_samples": task.samples}
+    if name not in OWN_SIGMA:
+        opts["sigma"] = task.sigma
     return make_estimator(name, **{k: v for k, v in opts.items() if cls.takes(k)})
 
 
 def run_task(task: Task, name: str, starts: int) -> dict[str, Any]:
     """Optimize from every start with one estimator; the success rate and evaluations."""
     est = _estimator(task, name)
-    optimizer = optax.adam(optax.cosine_decay_schedule(task.lr, task.steps, 0.05))
-    anneal = task.anneal_to is not None and est.smoothing_scale() is not None
-
-    def schedule_for(theta0):
-        if not anneal:
-            return None
-        # the task's schedule, from the hand-picked σ or (auto) from auto's own σ at θ0
-        start = task.sigma if name != "auto" else jnp.max(diffsim.sigma_vector(est.sigma, theta0))
-        return diffsim.cosine_anneal(start, task.anneal_to, task.steps, wall_study.ANNEAL_FRACTION)
-
-    outcome_path = jax.jit(jax.vmap(task.outcome))
+    study = task.study
+    outcome_path = jax.jit(jax.vmap(study.outcome))
 
     def one(theta0, key):
-        schedule = schedule_for(theta0)
-        kw = {} if schedule is None else {"sigma_schedule": schedule}
-        r = diffsim.optimize(task.loss, theta0, est, steps=task.steps, key=key,
-                             optimizer=optimizer, **kw)  # fmt: skip
+        r = study.optimize(theta0, est, key=key, steps=task.steps, lr=task.lr)
         path = outcome_path(r.history.theta)
-        return float(task.outcome(r.theta)), np.asarray(path), np.asarray(r.history.evaluations)
+        return float(study.outcome(r.theta)), np.asarray(path), np.asarray(r.history.evaluations)
 
     theta0 = task.starts(starts)
     keys = jax.random.split(jax.random.PRNGKey(0), starts)
@@ -213,8 +217,8 @@ def run_task(task: Task, name: str, starts: int) -> dict[str, Any]:
     final = np.array([r[0] for r in runs])
     outcomes = np.stack([r[1] for r in runs])
     evals = np.stack([r[2] for r in runs])
-    ok = np.abs(final - task.goal) <= task.tolerance
-    within = np.abs(outcomes - task.goal) <= task.tolerance  # (starts, steps)
+    ok = np.abs(final - study.target) <= study.tolerance
+    within = np.abs(outcomes - study.target) <= study.tolerance  # (starts, steps)
     first = np.argmax(within, axis=1)
     to_success = [int(evals[i, first[i]]) for i in range(starts) if ok[i] and within[i].any()]
     return {

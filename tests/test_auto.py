@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import diffsim
+from diffsim.doctor import Thresholds
 from diffsim.estimators import Auto, describe_choice, make_estimator
 from diffsim.estimators.auto import CHOICES
 from diffsim.systems import projectile_wall as pw
@@ -180,7 +181,11 @@ def test_auto_is_registered_and_validated():
     with pytest.raises(ValueError, match=r"^max_widen must be an integer in \[0, 20\]"):
         Auto(max_widen=-1)
     with pytest.raises(ValueError, match=r"^z_threshold must be finite and > 0"):
-        Auto(z_threshold=0.0)
+        Auto(thresholds=Thresholds(z_threshold=0.0))
+    with pytest.raises(TypeError, match=r"^thresholds must be a diffsim.doctor.Thresholds"):
+        Auto(thresholds={"z_threshold": 3.0})  # type: ignore[arg-type]
+    # the doctor's object, with the doctor's defaults
+    assert Auto().thresholds == Thresholds()
 
 
 def test_auto_inside_jit_and_vmap_over_starts():

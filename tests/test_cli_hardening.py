@@ -332,7 +332,11 @@ def test_huge_integer_error_names_the_options_own_range():
     ("args", "words"),
     [
         (["bounce", "--steps", str(2**63 - 1)], ("needs 9223372036854775807 steps", "2³¹ − 1")),
-        (["estimate", "--samples", str(2**63 - 1)], ("--samples", "of memory")),
+        (
+            ["estimate", "--samples", str(2**63 - 1)],
+            ("--samples must be", "2147483646", "--estimator auto"),
+        ),
+        (["estimate", "--samples", "100000000"], ("--samples 100000000", "of memory")),
         (["optimize", "--steps", str(2**63 - 1)], ("needs 9223372036854775807 steps",)),
     ],
 )

@@ -108,3 +108,20 @@ def test_controls_enter_the_acceleration(name):
     step_c = integ(lambda x, v, th: th * jnp.ones_like(x), h=0.1)
     traj_c = rollout(step_c, (0.0, 0.0), 3.0, 10, trajectory=False)
     np.testing.assert_allclose(traj_u, traj_c, rtol=1e-12)
+
+
+def test_an_integrator_must_declare_its_order():
+    from diffsim.integrators import ExplicitIntegrator
+
+    class NoOrder(ExplicitIntegrator):
+        def scheme(self, x, v, theta, u, Dtheta):
+            return x + self.h * v, v
+
+    with pytest.raises(TypeError, match="NoOrder must declare its order of accuracy"):
+        NoOrder(lambda x, v, th: 0.0 * x, h=0.1)
+
+    class Declared(NoOrder):
+        order = 1
+
+    x1, v1 = Declared(lambda x, v, th: 0.0 * x, h=0.1)((1.0, 2.0), {})
+    assert float(x1) == pytest.approx(1.2) and float(v1) == 2.0

@@ -163,3 +163,21 @@ def test_nan_losses_on_the_way_warn_naming_the_steps():
                      key=jax.random.PRNGKey(0))  # fmt: skip
     assert float(r.theta) == pytest.approx(3.0 - 3.0 * 0.8**40, rel=1e-12)
     assert np.flatnonzero(~np.isfinite(np.asarray(r.history.loss))).tolist() == [3, 4]
+
+
+def test_wall_descent_with_another_learning_rate_compiles_nothing(caplog):
+    # the wall's optimizer is a pytree whose learning rate is a leaf (no cache of optimizer
+    # objects): a second run with another lr reuses the compiled descent, and each run is
+    # optax.adam on optax's cosine schedule, run through diffsim.optimize (within rounding)
+    est = Exact()
+    wall_study.optimize_wall(10.0, est, key=jax.random.PRNGKey(0), steps=20, lr=0.2)
+    with caplog.at_level(logging.WARNING), jax.log_compiles(True):
+        again = wall_study.optimize_wall(10.5, est, key=jax.random.PRNGKey(0), steps=20, lr=0.1)
+    assert [r.getMessage() for r in caplog.records if "ompil" in r.getMessage()] == []
+    reference = optimize(
+        pw.loss, jnp.asarray(10.5), est, key=jax.random.PRNGKey(0), steps=20,
+        optimizer=optax.adam(optax.cosine_decay_schedule(0.1, 20, wall_study.LR_END_FRACTION)),
+    )  # fmt: skip
+    np.testing.assert_allclose(np.asarray(again.history.theta), np.asarray(reference.history.theta),
+                               rtol=1e-12)  # fmt: skip
+    assert float(again.theta) != 10.5  # it moved: the comparison is not of two idle runs

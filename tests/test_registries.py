@@ -22,6 +22,7 @@ from diffsim.estimators import (
     BASE_QUANTITIES,
     ESTIMATORS,
     QUANTITIES,
+    Cost,
     Estimator,
     GradientEstimate,
     Option,
@@ -72,6 +73,10 @@ class RandomDirection(Estimator):
             variance=var,
             reports=self.reports,
         )
+
+    def cost(self, dim: int) -> Cost:
+        """2N losses, two vmaps of N (the CLI's memory and time guards read this)."""
+        return Cost(2 * self.num_samples, 0, 2 * self.num_samples)
 
 
 def drag_particle(h: float = 0.01, *, c: float = 0.5, g: float = 9.81, v0: float = 0.0) -> System:
@@ -234,11 +239,48 @@ def test_worked_example_estimator(with_toys):
         lambda t: jnp.sum(t**3), jnp.array([1.0, -0.5]), jax.random.PRNGKey(3)
     )
     assert np.all(np.abs(r.estimate - np.array([3.0, 0.75])) < 4 * r.std_error)
-    # the CLI's memory guard covers it (charged the dearest measured cost per sample): a
+    # the CLI's memory guard covers it (from its declared cost: 2N losses held at once): a
     # sample count that would not fit is one line before anything is compiled, exit 2
     res = runner.invoke(app, ["estimate", "-e", "rd", "--samples", "100000000"])
     assert res.exit_code == 2, res.output
     assert "--samples 100000000" in res.stderr and "GB of memory" in res.stderr
+
+
+_COST_CASES = (
+    (lambda t: jnp.sum(t**2), jnp.array([0.3, -0.2, 0.5])),  # smooth, d = 3
+    (lambda t: jnp.where(jnp.sum(t) > 0.13, 1.0, 0.0), jnp.array([0.1])),  # plateau by a cliff
+)
+
+
+def test_declared_cost_bounds_the_counts_and_is_attained(estimator_name):
+    # what the CLI's guards charge (Estimator.cost) is never below what a call reports, and
+    # is reached: by every call of a fixed estimator, and by an adaptive one (auto) in its
+    # worst case (σ widened twice on the plateau, then N doubled to the budget by the cliff
+    # now inside σ: 93 losses and 51 gradients at N = 8, budget 32, found by a search)
+    cls = ESTIMATORS[estimator_name]
+    small = {"num_samples": 8, "max_samples": 32}
+    est = cls(**{k: v for k, v in small.items() if k in {f.name for f in dataclasses.fields(cls)}})
+    worst = {}
+    for loss, theta in _COST_CASES:
+        declared = est.cost(theta.shape[0])
+        assert isinstance(declared, Cost)
+        for seed in range(3):
+            r = est(loss, theta, jax.random.PRNGKey(seed))
+            used = (int(r.num_loss_evals), int(r.num_grad_evals))
+            assert used[0] <= declared.loss_evaluations and used[1] <= declared.grad_evaluations
+            assert declared.batch >= 1
+            worst[theta.shape[0]] = max(worst.get(theta.shape[0], (0, 0)), used)
+    attained = [worst[t.shape[0]] == est.cost(t.shape[0])[:2] for _, t in _COST_CASES]
+    assert any(attained), (worst, [est.cost(t.shape[0]) for _, t in _COST_CASES])
+
+
+def test_an_estimator_must_declare_its_cost():
+    class NoCost(Estimator):
+        def __call__(self, loss, theta, key):
+            raise AssertionError("not called")
+
+    with pytest.raises(TypeError, match="cost"):
+        NoCost()
 
 
 # --- every system -------------------------------------------------------------------------------
@@ -249,7 +291,7 @@ def _check_system(name: str) -> None:
     assert spec.name == name and spec.title
     sys = spec.factory()
     assert isinstance(sys, System)
-    s1 = sys.step(sys.s0, sys.theta) if name != "mass-spring" else sys.step(sys.s0, sys.theta, 0.0)
+    s1 = sys.step_once()  # with its declared input when the step takes one
     assert all(np.all(np.isfinite(np.asarray(a))) for a in jax.tree_util.tree_leaves(s1))
     for s in spec.settings:
         lo = -np.inf if s.minimum is None else s.minimum

@@ -24,9 +24,8 @@ def _row(task, est, k, n=24, ev=100.0):
 
 
 def test_verdicts_name_each_missed_goal():
-    t = success.Task(
-        "t", "a task", lambda x: x, lambda n: None, lambda x: x, 0.0, 0.1, 0.1, 4, 1, 0.1
-    )
+    study = success.Study(lambda x: x, lambda *a, **k: None, lambda x: x, 0.0, 0.1)
+    t = success.Task("t", "a task", study, lambda n: None, 0.1, 4, 1, 0.1)
     ok = [_row("t", e, 24) for e in success.ESTIMATOR_NAMES]
     assert success.verdicts(ok, [t]) == ["t: meets every goal"]
     worse = [_row("t", e, 24 if e != "auto" else 21, ev=300.0 if e == "auto" else 100.0)

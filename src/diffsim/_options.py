@@ -63,15 +63,19 @@ class Option:
         elif self.kind is int and self.multiple_of:
             what = f"an integer multiple of {self.multiple_of}"
         unit = f" {self.unit}" if self.unit else ""
-        lo, hi = self.minimum, self.maximum
+        lo, hi = (None if b is None else self._shown(b) for b in (self.minimum, self.maximum))
         if lo is not None and hi is not None:
             left, right = ("(", ")") if self.exclusive else ("[", "]")
-            return f"{what} in {left}{lo:g}, {hi:g}{right}{unit}"
+            return f"{what} in {left}{lo}, {hi}{right}{unit}"
         if lo is not None:
-            return f"{what} {'>' if self.exclusive else '>='} {lo:g}{unit}"
+            return f"{what} {'>' if self.exclusive else '>='} {lo}{unit}"
         if hi is not None:
-            return f"{what} {'<' if self.exclusive else '<='} {hi:g}{unit}"
+            return f"{what} {'<' if self.exclusive else '<='} {hi}{unit}"
         return f"{what}{unit}"
+
+    def _shown(self, bound: float) -> str:
+        """A bound as text: an integer option's in full (2147483647, not 2.14748e+09)."""
+        return str(int(bound)) if self.kind is int and bound == int(bound) else f"{bound:g}"
 
     def _ok(self, value: Any) -> bool:
         if self.kind is bool:

@@ -11,7 +11,6 @@ arguments, so moving a slider never recompiles.
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 from typing import Any, NamedTuple
@@ -236,6 +235,10 @@ def _gradients(v0: Array, sigma: Array, tau: Array, key: Array, table: wall_stud
     return stacked, dF, F_v, _smoothed_loss(v0, tau)
 
 
+CURVES_KEPT = 64
+"""How many (σ, τ) curve pairs a :class:`DemoModel` keeps."""
+
+
 class DemoModel:
     """The library calls behind the page, compiled once and shared by all callbacks.
 
@@ -252,6 +255,8 @@ class DemoModel:
         self.simulated_optimal_v0 = pw.simulated_optimal_v0()
         self._table_lock = threading.Lock()
         self._table: wall_study.LossTable | None = None
+        # the last CURVES_KEPT (σ, τ) curves, oldest first (the slider's recent positions)
+        self._curves: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
         # set = compiled (or nothing to wait for); cleared while a background warm-up runs
         self._compiled: dict[str, threading.Event] = {
             stage: threading.Event()
@@ -277,10 +282,14 @@ class DemoModel:
         x, loss, clears, px, py = _point(jnp.asarray(v0, jnp.result_type(float)))
         return Point(float(v0), float(x), float(loss), bool(clears), np.asarray(px), np.asarray(py))
 
-    @functools.lru_cache(maxsize=64)  # noqa: B019  (one model per process)
     def curves(self, sigma: float, tau: float) -> tuple[np.ndarray, np.ndarray]:
         """``(F_σ, L_τ)`` on :data:`CURVE_V0`: the Gaussian-smoothed loss and the
-        sigmoid-wall model's loss."""
+        sigmoid-wall model's loss (the last :data:`CURVES_KEPT` pairs are kept by this
+        model, so dragging the slider back is instant)."""
+        with self._table_lock:
+            kept = self._curves.get((sigma, tau))
+        if kept is not None:
+            return kept
         dt = jnp.result_type(float)
         F, L_tau = _curves(
             jnp.asarray(sigma, dt),
@@ -288,7 +297,12 @@ class DemoModel:
             self.loss_table(),
             jnp.asarray(self.curve_v0, dt),
         )
-        return np.asarray(F), np.asarray(L_tau)
+        out = (np.asarray(F), np.asarray(L_tau))
+        with self._table_lock:
+            self._curves[(sigma, tau)] = out
+            while len(self._curves) > CURVES_KEPT:
+                del self._curves[next(iter(self._curves))]
+        return out
 
     def gradients(self, v0: float, sigma: float, tau: float) -> Gradients:
         """Every estimator's d loss/d v₀ at v₀ (fixed key: the estimates vary smoothly as

@@ -29,13 +29,11 @@ from ._common import (
     used,
 )
 from ._limits import (
-    ESTIMATOR_BYTES_PER_SAMPLE,
-    ESTIMATOR_S_PER_CALL,
-    ESTIMATOR_S_PER_SAMPLE,
     OPTIMIZE_BYTES_PER_STEP,
     OPTIMIZE_S_PER_STEP,
     check_cost,
     check_horizon,
+    estimate_cost,
 )
 
 
@@ -92,18 +90,12 @@ def _check_common(
     return v0, sigma
 
 
-def _call_cost(estimator: str, samples: int) -> tuple[float, float, str]:
-    """Bytes and seconds of one estimate, and what they grow with (for the message). An
-    estimator registered without a measured cost here is charged the dearest measured one
-    (a sampling estimator per sample, another per call): the guards never skip it."""
-    if ESTIMATORS[estimator].takes("num_samples"):
-        return (
-            samples
-            * ESTIMATOR_BYTES_PER_SAMPLE.get(estimator, max(ESTIMATOR_BYTES_PER_SAMPLE.values())),
-            samples * ESTIMATOR_S_PER_SAMPLE.get(estimator, max(ESTIMATOR_S_PER_SAMPLE.values())),
-            f"--samples {samples}",
-        )
-    return 0.0, ESTIMATOR_S_PER_CALL.get(estimator, max(ESTIMATOR_S_PER_CALL.values())), ""
+def _call_cost(est: Estimator, estimator: str, samples: int) -> tuple[float, float, str]:
+    """Bytes and seconds of one estimate of d loss / d v0 (θ has one component), from the
+    estimator's declared cost, and the option they grow with (for the message)."""
+    nbytes, seconds = estimate_cost(est, 1)
+    grows = f"--samples {samples}" if type(est).takes("num_samples") else ""
+    return nbytes, seconds, grows or f"--estimator {estimator}"
 
 
 def _settings(estimator: str, sigma: float | None, samples: int) -> dict[str, float | int]:
@@ -116,7 +108,19 @@ def _settings(estimator: str, sigma: float | None, samples: int) -> dict[str, fl
 
 
 def _build(estimator: str, sigma: float | None, samples: int, devices: Any) -> Estimator:
+    """The estimator with the CLI's options, each checked against what the estimator
+    declares (the message names the flag), before anything is traced."""
     options: dict[str, Any] = dict(_settings(estimator, sigma, samples))
+    for option in ESTIMATORS[estimator].options:
+        if option.name not in options:
+            continue
+        try:
+            option.check(options[option.name])
+        except ValueError:
+            raise CLIError(
+                f"--{_CLI_OPTIONS.get(option.name, option.name)} must be {option.accepts()} "
+                f"for --estimator {estimator}, got {options[option.name]}"
+            ) from None
     if ESTIMATORS[estimator].sharded:
         options["devices"] = devices
     return make_estimator(estimator, **options)
@@ -149,9 +153,9 @@ def estimate(
     and B); σ and N are used by the estimators that take them."""
     devices, num_devices = use_devices(devices)  # first: before JAX starts its backend
     v0, sigma = _check_common(system, estimator, v0, sigma, samples, seed)
-    nbytes, secs, what = _call_cost(estimator, samples)
-    seconds = check_cost(what or f"--estimator {estimator}", nbytes, secs)
     est = _build(estimator, sigma, samples, devices)
+    nbytes, secs, what = _call_cost(est, estimator, samples)
+    seconds = check_cost(what, nbytes, secs)
     with progress_bar(f"estimate ({estimator})", 1, seconds, json_out) as advance:
         r = est(_study(system).loss, dtype()(v0), jax.random.PRNGKey(seed))
         jax.block_until_ready(r)
@@ -212,13 +216,13 @@ def optimize_cmd(
     lo, hi = _v0_range(system)
     if not 0 < lr <= hi - lo:  # an Adam step moves v0 by up to about lr
         raise CLIError(f"lr must be finite and in (0, {hi - lo:g}] m/s per step, got {lr}")
-    nbytes, secs, what = _call_cost(estimator, samples)
+    est = _build(estimator, sigma, samples, devices)
+    nbytes, secs, what = _call_cost(est, estimator, samples)
     seconds = check_cost(
-        f"--steps {steps} {what}".strip(),
+        f"--steps {steps} {what}",
         nbytes + steps * OPTIMIZE_BYTES_PER_STEP,
         steps * (secs + OPTIMIZE_S_PER_STEP),
     )
-    est = _build(estimator, sigma, samples, devices)
     study = _study(system)
     with progress_bar("optimize", steps, seconds, json_out) as advance:
         r = study.optimize(

@@ -20,6 +20,7 @@ median of warm calls for the time.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ._common import CLIError, count_text, is_float32
 
@@ -41,15 +42,18 @@ WALL_S_PER_STEP = 8.0e-6
 """``diffsim wall``: the four calls (landing x, loss, gradient, clears), per step."""
 BOUNCE_S_PER_STEP = 6.0e-8
 """``diffsim bounce``: final state + forward-mode Jacobian per step (memory constant)."""
-ESTIMATOR_BYTES_PER_SAMPLE = {"zeroth": 165.0, "first": 300.0, "alpha": 395.0, "auto": 630.0}
-"""``diffsim estimate``: bytes per sample (h = 1/240 s, vmapped), measured at ~520 steps a
-sample and scaled ×1.7 for the traced horizon (24 m/s: ~870 steps); auto: its zeroth-order
-rounds (two kept by the widening loop) and its first-order family."""
-ESTIMATOR_S_PER_SAMPLE = {"zeroth": 1.7e-5, "first": 3.4e-5, "alpha": 1.1e-4, "auto": 1.5e-4}
-"""``diffsim estimate``: seconds per sample (measured, ×1.7 for the traced horizon; auto:
-up to three zeroth-order rounds and the first-order family)."""
-ESTIMATOR_S_PER_CALL = {"exact": 2.5e-3, "fd": 1.0e-4}
-"""Estimators without samples: one call (measured 1.2-2.2 ms and 37 µs)."""
+STUDY_S_PER_LOSS = 3.5e-5
+"""``diffsim estimate``/``optimize``: seconds per loss evaluation of the wall study (874
+steps at h = 1/240 s), vmapped: ZoBG at N = 4096, 3.2e-5 s a sample."""
+STUDY_S_PER_GRAD = 6.0e-5
+"""Seconds per gradient evaluation of the wall study, vmapped: FoBG at N = 4096, 5.6e-5 s
+a sample (AoBG: 0.36 s at N = 4096, what the two sum to)."""
+STUDY_S_PER_CALL = 5.0e-3
+"""A call's fixed cost besides its evaluations (exact: 3.9 ms for one gradient)."""
+STUDY_BYTES_PER_HELD = 220.0
+"""Bytes per evaluation held at once (an estimator's ``Cost.batch``): 176 B a loss sample
+and 216 B a gradient sample, the slope of ``memory_analysis()`` between N = 256 and 1024
+(measured per estimator: AoBG 272 B per sample for its two, auto 190 B per sample)."""
 OPTIMIZE_S_PER_STEP = 3.0e-4
 """``diffsim optimize``: per iteration besides the estimate (Adam, the progress callback);
 measured: alpha, N = 8, 30 000 iterations in 12.4 s with start-up."""
@@ -97,6 +101,18 @@ def fmt_seconds(s: float) -> str:
     if s >= 60:
         return f"{s / 60:.3g} min"
     return f"{s:.3g} s"
+
+
+def estimate_cost(est: Any, dim: int) -> tuple[float, float]:
+    """Bytes and seconds of one call of estimator ``est`` on the wall study's loss of θ
+    with ``dim`` components, from the estimator's declared :class:`~diffsim.estimators.Cost`
+    (every estimator declares one: a new one is guarded like the built-in ones)."""
+    c = est.cost(dim)
+    seconds = (
+        STUDY_S_PER_CALL + c.loss_evaluations * STUDY_S_PER_LOSS
+        + c.grad_evaluations * STUDY_S_PER_GRAD
+    )  # fmt: skip
+    return c.batch * STUDY_BYTES_PER_HELD, seconds
 
 
 def check_cost(what: str, nbytes: float, seconds: float, unit: str = "") -> float:

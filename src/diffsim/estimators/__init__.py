@@ -21,6 +21,7 @@ from .auto import Auto as Auto
 from .auto import describe_choice as describe_choice
 from .base import BASE_QUANTITIES as BASE_QUANTITIES
 from .base import QUANTITIES as QUANTITIES
+from .base import Cost as Cost
 from .base import Estimator as Estimator
 from .base import GradientEstimate as GradientEstimate
 from .base import Option as Option
@@ -68,6 +69,7 @@ __all__ = [
     "QUANTITIES",
     "AlphaOrder",
     "Auto",
+    "Cost",
     "Estimator",
     "Exact",
     "FiniteDifference",

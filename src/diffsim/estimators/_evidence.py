@@ -44,9 +44,8 @@ from .first_order import first_order_samples
 @dataclasses.dataclass(frozen=True)
 class Thresholds:
     """The one set of thresholds the doctor and ``auto`` decide with: the ``thresholds``
-    options object of :func:`~diffsim.diagnose` and :func:`~diffsim.diagnose_rollout`, and
-    the fields of :class:`~diffsim.estimators.Auto` of the same names; the defaults are
-    these.
+    options object of :func:`~diffsim.diagnose`, :func:`~diffsim.diagnose_rollout` and
+    :class:`~diffsim.estimators.Auto` (``thresholds=``); the defaults are these.
 
     Attributes:
         z_threshold: significance, in standard errors, for "non-zero" and "disagree".

@@ -19,6 +19,7 @@ from .base import (
     ANTITHETIC,
     NUM_SAMPLES,
     SIGMA,
+    Cost,
     GradientEstimate,
     Loss,
     Option,
@@ -28,7 +29,7 @@ from .base import (
     mean_and_stats,
 )
 from .first_order import first_order_samples
-from .zeroth_order import zeroth_order_samples
+from .zeroth_order import zeroth_cost, zeroth_order_samples
 
 
 def bernstein_radius(
@@ -223,3 +224,9 @@ class AlphaOrder(SmoothingEstimator):
             self.antithetic,
             device_mesh(self.devices),
         )
+
+    def cost(self, dim: int) -> Cost:
+        """The ZoBG's and the FoBG's samples (independent sets, both held for the mix)."""
+        zeroth = zeroth_cost(self.num_samples, self.antithetic)
+        n = self.num_samples
+        return Cost(zeroth.loss_evaluations, n, zeroth.batch + n)

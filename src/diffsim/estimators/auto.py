@@ -44,10 +44,11 @@ from .._policy import PolicyObjective
 from .._sharding import check_devices, device_mesh
 from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
 from . import _evidence as ev
-from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
+from ._common import as_count, call_args, samples_field, warn_resolution
 from ._evidence import CHOICES, REASONS, WIDEN
 from .base import (
     SIGMA,
+    Cost,
     GradientEstimate,
     Loss,
     Option,
@@ -148,12 +149,14 @@ def _auto(loss, theta, key, sigma, num_samples, max_samples, max_widen, threshol
     )
 
 
-def _static_positive(name: str):
-    def convert(v: Any) -> float:
-        positive_field(name, v)  # the checks (type, finite, > 0), naming the option
-        return float(v)
-
-    return convert
+def _thresholds(value: Any) -> ev.Thresholds:
+    """``value`` if it is a :class:`~diffsim.doctor.Thresholds` (which checks its fields)."""
+    if not isinstance(value, ev.Thresholds):
+        raise TypeError(
+            f"thresholds must be a diffsim.doctor.Thresholds (e.g. Thresholds(z_clear=1.5)), "
+            f"got {value!r}"
+        )
+    return value
 
 
 class Auto(SmoothingEstimator):
@@ -175,9 +178,8 @@ class Auto(SmoothingEstimator):
         max_widen: how many times σ may grow ×4 when nothing moves within it (>= 0,
             static); default ``None``: 2 (up to 16 × σ) with the default σ, 0 with a σ you
             give (a σ the user gives wins, in the doctor too).
-        z_threshold, z_clear, gap_tolerance, stiffness_ratio, stiffness_kurtosis: the
-            doctor's thresholds (the same defaults: 4, 2, 0.1, 20, 10;
-            :class:`diffsim.doctor.Thresholds`).
+        thresholds: the doctor's :class:`~diffsim.doctor.Thresholds` (static; the same
+            object and defaults ``diagnose`` takes: z 4 and 2, η 0.1, ρ 20, kurtosis 10).
         devices: where the samples run (static): ``None`` (every device when there are
             several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
             estimate is the one-device estimate to float rounding (same key).
@@ -208,7 +210,7 @@ class Auto(SmoothingEstimator):
     )
     options = (
         SIGMA,
-        Option("num_samples", "N, samples per family", int, "", 4, multiple_of=2),
+        Option("num_samples", "N, samples per family", int, "", 4, 2**31 - 2, multiple_of=2),
     )
     reports = (
         "choice",
@@ -227,16 +229,8 @@ class Auto(SmoothingEstimator):
     num_samples: int = eqx.field(static=True, converter=as_count, default=32)
     max_samples: int = eqx.field(static=True, converter=as_count, default=512)
     max_widen: int | None = eqx.field(static=True, converter=as_count, default=None)
-    z_threshold: float = eqx.field(
-        static=True, converter=_static_positive("z_threshold"), default=4.0
-    )
-    z_clear: float = eqx.field(static=True, converter=_static_positive("z_clear"), default=2.0)
-    gap_tolerance: float = eqx.field(static=True, default=0.1)
-    stiffness_ratio: float = eqx.field(
-        static=True, converter=_static_positive("stiffness_ratio"), default=20.0
-    )
-    stiffness_kurtosis: float = eqx.field(
-        static=True, converter=_static_positive("stiffness_kurtosis"), default=10.0
+    thresholds: ev.Thresholds = eqx.field(
+        static=True, converter=_thresholds, default_factory=ev.Thresholds
     )
 
     devices: Any = eqx.field(static=True, converter=check_devices, default=None)
@@ -254,7 +248,6 @@ class Auto(SmoothingEstimator):
             raise TypeError(f"max_widen must be an integer in [0, 20], got {self.max_widen!r}")
         elif not 0 <= self.max_widen <= 20:
             raise ValueError(f"max_widen must be an integer in [0, 20], got {self.max_widen}")
-        self.thresholds  # noqa: B018  (Thresholds checks z_clear < z_threshold, η in [0, 1])
 
     @property
     def widen_rounds(self) -> int:
@@ -268,15 +261,6 @@ class Auto(SmoothingEstimator):
         """This estimator at σ = ``sigma`` (inside ``jit`` too: ``optimize`` anneals it);
         the widening it had is kept, so an annealed default σ still widens."""
         return dataclasses.replace(self, sigma=sigma, max_widen=self.widen_rounds)
-
-    @property
-    def thresholds(self) -> ev.Thresholds:
-        """The doctor's :class:`~diffsim.doctor.Thresholds` this estimator decides with."""
-        return ev.Thresholds(
-            z_threshold=self.z_threshold, stiffness_ratio=self.stiffness_ratio,
-            stiffness_kurtosis=self.stiffness_kurtosis, z_clear=self.z_clear,
-            gap_tolerance=self.gap_tolerance,
-        )  # fmt: skip
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=4)
@@ -298,6 +282,17 @@ class Auto(SmoothingEstimator):
             self.thresholds,
             device_mesh(self.devices),
         )
+
+    def cost(self, dim: int) -> Cost:
+        """The worst case: σ widened ``widen_rounds`` times (each round L(θ), ∇L(θ), the
+        finite-difference ladder and N samples per family) and the last round doubled to
+        the budget; the buffers hold the budget's samples while a chunk of N is drawn."""
+        n = self.num_samples
+        cap = sample_sizes(n, max(n, self.max_samples))[-1]
+        fixed = 1 + 2 * len(ev.DEFAULT_REL_STEPS) * min(dim, ev.NUM_DIRECTIONS)
+        rounds = self.widen_rounds
+        return Cost((fixed + n) * rounds + fixed + cap, (1 + n) * rounds + 1 + cap,
+                    cap + n + fixed)  # fmt: skip
 
 
 def describe_choice(estimate: GradientEstimate) -> str:

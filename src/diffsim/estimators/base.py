@@ -326,8 +326,44 @@ def mean_and_stats(samples: Array) -> tuple[Array, Array, Array]:
 
 
 SIGMA = Option("sigma", "σ, the smoothing standard deviation", float, "θ's units", 0.0, None, True)
-NUM_SAMPLES = Option("num_samples", "N, samples per estimate", int, "", 2)
+NUM_SAMPLES = Option(
+    "num_samples",
+    "N, samples per estimate",
+    int,
+    "",
+    2,
+    2**31 - 1,  # XLA's array sizes: int32
+)
 ANTITHETIC = Option("antithetic", "antithetic ±z sample pairs (N even, >= 4)", bool)
+
+
+class Cost(NamedTuple):
+    """What one call of an estimator costs at most, for θ with ``dim`` components (declared
+    by each estimator's :meth:`Estimator.cost`; the CLI's memory and time guards read it).
+
+    Attributes:
+        loss_evaluations: forward simulations, at most (the ``num_loss_evals`` a call
+            reports is this or fewer: equal for a fixed estimator, fewer when an adaptive
+            one stops early).
+        grad_evaluations: gradient (forward + backward) evaluations, at most.
+        batch: the most evaluations whose per-sample data are held at once (a ``vmap``
+            over the samples, and the sample buffers an adaptive estimator keeps): memory
+            grows with this.
+
+    Example:
+        >>> from diffsim.estimators import AlphaOrder
+        >>> AlphaOrder(num_samples=64).cost(3)  # N + 1 losses and N gradients, vmapped
+        Cost(loss_evaluations=65, grad_evaluations=64, batch=128)
+    """
+
+    loss_evaluations: int
+    grad_evaluations: int
+    batch: int
+
+    @property
+    def evaluations(self) -> int:
+        """Loss plus gradient evaluations."""
+        return self.loss_evaluations + self.grad_evaluations
 
 
 class Estimator(eqx.Module):
@@ -347,7 +383,10 @@ class Estimator(eqx.Module):
     * ``diagnostic``: a check to compare with, not a gradient to descend with;
     * ``sharded``: it takes ``devices=`` and splits its samples over them
       (:func:`diffsim.device_mesh`);
-    * ``reports``: the quantities beyond :data:`BASE_QUANTITIES` its result reports.
+    * ``reports``: the quantities beyond :data:`BASE_QUANTITIES` its result reports;
+
+    and what a call costs, :meth:`cost` (a :class:`Cost`: evaluations and the batch held at
+    once, at most), which the CLI's guards read before anything is compiled.
 
     Example:
         >>> from diffsim.estimators import ESTIMATORS, Estimator
@@ -374,6 +413,12 @@ class Estimator(eqx.Module):
     @abc.abstractmethod
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         """Estimate the gradient of ``loss`` at ``theta`` using randomness from ``key``."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def cost(self, dim: int) -> Cost:
+        """What one call costs at most for θ with ``dim`` components (a plain loss of θ; a
+        policy objective reports its own counts in its result)."""
         raise NotImplementedError
 
     @classmethod

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from ._common import call_args
-from .base import Estimator, GradientEstimate, Loss, flatten_loss, make_result
+from .base import Cost, Estimator, GradientEstimate, Loss, flatten_loss, make_result
 
 
 @eqx.filter_jit
@@ -40,3 +40,7 @@ class Exact(Estimator):
 
     def __call__(self, loss: Loss, theta: Any, key: Array | None = None) -> GradientEstimate:
         return _exact(loss, call_args(theta, key, randomized=False))
+
+    def cost(self, dim: int) -> Cost:
+        """One gradient evaluation."""
+        return Cost(0, 1, 1)

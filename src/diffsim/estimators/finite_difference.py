@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from jaxtyping import Array
 
 from ._common import call_args, positive_field, warn_resolution
-from .base import Estimator, GradientEstimate, Loss, Option, flatten_loss, make_result
+from .base import Cost, Estimator, GradientEstimate, Loss, Option, flatten_loss, make_result
 
 
 @eqx.filter_jit
@@ -64,3 +64,7 @@ class FiniteDifference(Estimator):
         theta = call_args(theta, key, randomized=False)
         warn_resolution("step", self.step, theta)
         return _central(loss, theta, self.step)
+
+    def cost(self, dim: int) -> Cost:
+        """``2 d`` loss evaluations, ``d`` at a time (one ``vmap`` per sign)."""
+        return Cost(2 * dim, 0, dim)

@@ -17,6 +17,7 @@ from ._common import as_count, call_args, samples_field, warn_resolution
 from .base import (
     NUM_SAMPLES,
     SIGMA,
+    Cost,
     GradientEstimate,
     Loss,
     SmoothingEstimator,
@@ -125,3 +126,7 @@ class FirstOrder(SmoothingEstimator):
             return policy_first(loss, theta, key, sigma, self.num_samples, mesh, self.reports)
         warn_resolution("sigma", self.sigma, theta)
         return _first(loss, theta, key, self.sigma, self.num_samples, device_mesh(self.devices))
+
+    def cost(self, dim: int) -> Cost:
+        """N gradients at perturbed θ, vmapped."""
+        return Cost(0, self.num_samples, self.num_samples)

@@ -19,6 +19,7 @@ from .base import (
     ANTITHETIC,
     NUM_SAMPLES,
     SIGMA,
+    Cost,
     GradientEstimate,
     Loss,
     SmoothingEstimator,
@@ -153,3 +154,12 @@ class ZerothOrder(SmoothingEstimator):
         warn_resolution("sigma", self.sigma, theta)
         mesh = device_mesh(self.devices)
         return _zeroth(loss, theta, key, self.sigma, self.num_samples, self.antithetic, mesh)
+
+    def cost(self, dim: int) -> Cost:
+        """N perturbed losses, vmapped, and L(θ) unless antithetic."""
+        return zeroth_cost(self.num_samples, self.antithetic)
+
+
+def zeroth_cost(num_samples: int, antithetic: bool) -> Cost:
+    """The ZoBG's N perturbed losses in one ``vmap`` (and L(θ) when not antithetic)."""
+    return Cost(num_samples + (0 if antithetic else 1), 0, num_samples)

@@ -145,10 +145,16 @@ class Integrator(eqx.Module):
     h: Any = eqx.field(converter=_as_array)
     accel_jacobian: AccelerationJacobian | None = eqx.field(static=True, default=None)
 
-    order: ClassVar[int]
+    order: ClassVar[int]  # every concrete integrator declares it (checked when built)
     symplectic: ClassVar[bool] = False
 
     def __check_init__(self):
+        order = getattr(type(self), "order", None)
+        if isinstance(order, bool) or not isinstance(order, int) or order < 1:
+            raise TypeError(
+                f"{type(self).__name__} must declare its order of accuracy as a class "
+                f"attribute, an integer >= 1 (order = 1 for Euler), got {order!r}"
+            )
         if not callable(self.accel):
             raise TypeError(f"accel must be callable a(x, v, theta[, u]), got {self.accel!r}")
         if self.accel_jacobian is not None and not callable(self.accel_jacobian):

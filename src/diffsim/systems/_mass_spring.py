@@ -81,6 +81,7 @@ def mass_spring(
         s0,
         {"m": m, "k": k},
         loss=lambda traj: jnp.mean(traj[0] ** 2),
+        u0=jnp.zeros(()),
     )
 
 

@@ -18,6 +18,9 @@ class System(eqx.Module):
         s0: default initial state (pytree).
         theta: default parameters (pytree).
         loss: optional scalar loss of a trajectory or final state (static callable).
+        u0: an input for one step, for a step that takes one (``step(state, theta, u)``:
+            the mass-spring chain's force); ``None`` for ``step(state, theta)``. With it,
+            :meth:`step_once` calls either kind the same way.
 
     Examples:
         >>> import diffsim
@@ -33,3 +36,18 @@ class System(eqx.Module):
     s0: Any
     theta: Any
     loss: Callable[..., Any] | None = eqx.field(static=True, default=None)
+    u0: Any = None
+
+    def step_once(self, state: Any = None, theta: Any = None) -> Any:
+        """One step from ``state`` (default :attr:`s0`) with ``theta`` (default
+        :attr:`theta`), given :attr:`u0` when the step takes an input.
+
+        Example:
+            >>> from diffsim.systems import mass_spring
+            >>> x, v = mass_spring(2, h=0.01).step_once()  # u0 = 0 N on the last mass
+            >>> round(float(v[0]), 3)  # −(k₁ + k₂) x₁ / m₁ · h = −(20 + 30) · 0.1 / 1 · 0.01
+            -0.05
+        """
+        state = self.s0 if state is None else state
+        theta = self.theta if theta is None else theta
+        return self.step(state, theta) if self.u0 is None else self.step(state, theta, self.u0)

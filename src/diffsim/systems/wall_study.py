@@ -14,10 +14,10 @@ Examples:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -169,19 +169,40 @@ def gaussian_smoothed_loss(v0: Any, sigma: Any, table: LossTable) -> Array:
     return jnp.sum(w * values, axis=-1) / jnp.sum(w, axis=-1)
 
 
-@functools.lru_cache(maxsize=16)
-def wall_optimizer(lr: float = LR, steps: int = STEPS) -> optax.GradientTransformation:
-    """Adam with the learning rate cosine-decayed from ``lr`` to 5 % of it over ``steps``.
+class _CosineAdam(eqx.Module):
+    lr: Array = eqx.field(converter=lambda v: jnp.asarray(v, jnp.result_type(float)))
+    steps: int = eqx.field(static=True)
 
-    One object per ``(lr, steps)``: :func:`diffsim.optimize` is compiled per optimizer
-    object, so repeated runs (the web page's Optimize button) reuse the compiled code.
+    def _adam(self) -> optax.GradientTransformation:
+        return optax.adam(optax.cosine_decay_schedule(self.lr, self.steps, LR_END_FRACTION))
+
+    def init(self, params: Any) -> optax.OptState:
+        return self._adam().init(params)
+
+    def update(
+        self, updates: Any, state: optax.OptState, params: Any = None
+    ) -> tuple[Any, optax.OptState]:
+        return self._adam().update(updates, state, params)
+
+
+def wall_optimizer(lr: Any = LR, steps: int = STEPS) -> optax.GradientTransformation:
+    """Adam with the learning rate cosine-decayed from ``lr`` to 5 % of it over ``steps``
+    (``optax.adam(optax.cosine_decay_schedule(lr, steps, 0.05))``), built so that ``lr`` is
+    an array leaf of the optimizer's pytree (its ``init`` and ``update`` are Equinox bound
+    methods) and only ``steps`` is static: :func:`diffsim.optimize` traces ``lr``, so every
+    learning rate reuses one compiled descent (the web page's Optimize button), no cache.
 
     Examples:
+        >>> import jax
         >>> from diffsim.systems.wall_study import wall_optimizer
-        >>> wall_optimizer(0.2, 300) is wall_optimizer(0.2, 300)  # cached: one compiled descent
+        >>> a, b = wall_optimizer(0.2, 300), wall_optimizer(0.1, 300)
+        >>> jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)  # one program
         True
+        >>> sorted({round(float(x), 6) for x in jax.tree_util.tree_leaves(a)})  # lr, traced
+        [0.2]
     """
-    return optax.adam(optax.cosine_decay_schedule(lr, steps, LR_END_FRACTION))
+    adam = _CosineAdam(lr, int(steps))
+    return optax.GradientTransformation(adam.init, adam.update)
 
 
 def optimize_wall(
@@ -212,7 +233,8 @@ def optimize_wall(
     from τ₀ to ``sigma_end`` by the same schedule (``model="stepped"`` only).
 
     The schedule and the optimizer are built so that a second run with another ``v0``,
-    σ₀ or τ₀ reuses the compiled code (:func:`diffsim.cosine_anneal`, :func:`wall_optimizer`).
+    ``lr``, σ₀ or τ₀ reuses the compiled code (:func:`diffsim.cosine_anneal`,
+    :func:`wall_optimizer`).
     ``vmap`` it over ``v0`` (and ``key``) to run many starts at once.
 
     Examples:
@@ -224,7 +246,7 @@ def optimize_wall(
         9.9
     """
     theta0 = jnp.asarray(v0, dtype=jnp.result_type(float))
-    optimizer = wall_optimizer(float(lr), int(steps))
+    optimizer = wall_optimizer(lr, int(steps))
     schedule = None
     own_sigma = estimator.smoothing_scale()  # None for estimators without σ
     if own_sigma is not None and not is_scalar_sigma(own_sigma):

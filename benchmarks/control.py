@@ -1,7 +1,7 @@
 """Training a controller through contact: the paper's control tasks with every estimator.
 
     python -m benchmarks.control [--task tennis] [--seeds 3] [--steps S] [--samples N] [--sigma σ]
-                                 [--no-es]
+                                 [--no-es] [--no-apg] [--only-apg]
     python -m benchmarks.control --task push-soft push-stiff friction --seeds 5
 
 Each task of :data:`diffsim.TASKS` trained by :meth:`diffsim.Task.train` — the paper's
@@ -29,7 +29,19 @@ mean (that evaluation not counted, as ``optimize``'s loss is not). Times, for ev
 ``run s`` is the median wall time of a seed after the first, ``compile s`` the first seed's
 extra time (tracing and compiling; later seeds reuse the compiled run, as
 :meth:`~diffsim.Task.train` and the ES's one ``jax.jit`` do).
-Not yet here (issue 21): Brax APG.
+Brax APG (``--task pendulum``; ``--no-apg`` skips it, ``--only-apg`` runs it alone; it needs
+``brax``): :mod:`benchmarks._apg`, the same task as a Brax ``PipelineEnv`` on the ``mjx``
+backend (the same MJCF, observation, initial states and horizon, reward minus the same
+per-step cost), trained by ``brax.training.agents.apg.train.train`` with Brax's defaults but
+for the episode length (100), 16 environments, one evaluation, ``use_float64``, and
+``opt.iterations = 1`` in the env's model (reverse mode cannot go through MJX's
+``while_loop`` solver), for FoBG's simulator steps rounded down to whole updates of
+16 × 32 steps; its deterministic policy is then scored by diffsim's own rollout, as every
+other row. "Brax APG" is Brax's default policy network (4 × 32, ELU, layer norm, tanh),
+"Brax APG (linear)" the same factory with ``hidden_layer_sizes=()`` (tanh of a linear map).
+``evaluations`` there is steps / 100 (rollout-equivalents); Brax re-traces its loop on every
+call, so its ``run s`` includes tracing (its compiled programs come from a persistent cache
+after the first seed).
 """
 
 from __future__ import annotations
@@ -124,7 +136,8 @@ def _row(label, costs, fracs, evals, times):
 
 
 def run(task: str, seeds: int, steps: int | None, samples: int | None,
-        sigma: float | None, es: bool = True) -> list[str]:  # fmt: skip
+        sigma: float | None, es: bool = True, apg: bool = True,
+        only_apg: bool = False) -> list[str]:  # fmt: skip
     spec = TASKS[task]
     sigma = spec.sigma if sigma is None else sigma
     samples = spec.num_samples if samples is None else samples
@@ -141,6 +154,8 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
         f"{'run s':>7}",
     ]
     budget = samples * steps  # FoBG's, replaced by what it counts
+    if only_apg:
+        return rows + _apg_rows(task, seeds, budget, loss)
     for name, label in NAMES.items():
         est = make_estimator(name, sigma=sigma, num_samples=samples)
         costs, fracs, evals, times = [], [], [], []
@@ -158,7 +173,7 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
         rows.append(_row(label, costs, fracs, evals, times))
         print(rows[-1], flush=True)
     if not es:
-        return rows
+        return rows + (_apg_rows(task, seeds, budget, loss) if apg else [])
     per_call = loss.num_states if isinstance(loss, PolicyObjective) else 1
     rows.append(
         f"evosax {_evosax()[0]}, at FoBG's {budget} rollouts"
@@ -183,7 +198,24 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
             + f"  population {population}, {generations} generations"
         )
         print(rows[-1], flush=True)
-    return rows
+    return rows + (_apg_rows(task, seeds, budget, loss) if apg else [])
+
+
+def _apg_rows(task: str, seeds: int, budget: int, loss) -> list[str]:
+    """Brax APG's rows at FoBG's ``budget`` rollouts (pendulum only; see the docstring)."""
+    if task != "pendulum":
+        return []
+    from benchmarks import _apg
+
+    horizon = loss.horizon
+    head = (
+        f"Brax APG (brax {importlib.metadata.version('brax')}), at FoBG's {budget} rollouts "
+        f"({budget * horizon} steps, rounded down to updates of {_apg.NUM_ENVS} envs × "
+        f"{_apg.HORIZON_LENGTH} steps): Brax's defaults (Adam 1e-4 decaying 0.997 an update), "
+        "opt.iterations = 1; scored by diffsim's rollout"
+    )
+    print(head, flush=True)
+    return [head, *_apg.rows(seeds, budget * horizon, _row)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,12 +227,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sigma", type=float, default=None)
     p.add_argument("--no-es", dest="es", action="store_false",
                    help="skip the evolution strategies (they need evosax)")  # fmt: skip
+    p.add_argument("--no-apg", dest="apg", action="store_false",
+                   help="skip Brax APG (pendulum only; it needs brax)")  # fmt: skip
+    p.add_argument("--only-apg", action="store_true",
+                   help="Brax APG's rows alone (pendulum; the others take minutes)")  # fmt: skip
     a = p.parse_args(argv)
-    if a.es:
+    if a.es and not a.only_apg:
         _evosax()  # before any training: say at once how to install it
     jax.config.update("jax_enable_x64", True)
     for task in a.task:
-        rows = run(task, a.seeds, a.steps, a.samples, a.sigma, a.es)
+        rows = run(task, a.seeds, a.steps, a.samples, a.sigma, a.es, a.apg, a.only_apg)
         print("\n".join(rows), flush=True)  # the whole table, header first, for the record
     return 0
 

@@ -151,3 +151,14 @@ def test_control_guide_trajopt_tables_are_the_recorded_run():
     """The three trajectory-optimisation tables in the control guide are the record's rows
     verbatim, one per task, under the command that produced them."""
     _check_control_record("control-trajopt.txt", ["push-soft", "push-stiff", "friction"])
+
+
+def test_control_guide_apg_rows_are_the_recorded_run():
+    """The Brax APG rows in the control guide are the record's verbatim, under the command
+    that produced them."""
+    record = (ROOT / "docs/records/control-apg.txt").read_text().splitlines()
+    assert record[0].startswith("# python -m benchmarks.control --task pendulum")
+    rows = [r for r in record if r.startswith("Brax APG ") and "Brax loop" in r]
+    assert [r.split("  ")[0].strip() for r in rows] == ["Brax APG", "Brax APG (linear)"]
+    guide = (ROOT / "docs/guides/control.md").read_text()
+    assert "```text\n" + "\n".join([record[2], *rows]) + "\n```" in guide

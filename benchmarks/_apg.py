@@ -1,0 +1,244 @@
+"""Brax APG (analytic policy gradient) on diffsim's pendulum task, for ``benchmarks.control``.
+
+:class:`PendulumEnv` is the task :func:`diffsim.engines.control.pendulum_objective` poses,
+as a Brax ``PipelineEnv`` on the ``mjx`` backend: the same MJCF file (gymnasium's
+``inverted_pendulum.xml``, its RK4 and h = 0.02 s), the same observation (x, φ, ẋ, φ̇, 1)
+and initial-state distribution (the objective's own ``observe`` and ``initial_state``), the
+reward minus the objective's own per-step cost of the state *before* the step and its control
+(so an episode's return is minus diffsim's V), episodes of ``PENDULUM_HORIZON`` steps. The
+control is ``ctrl = ACTION_SCALE · action``: APG's policy ends in a tanh (Brax's
+``NormalTanhDistribution``), so its action in [−1, 1] is mapped onto the motor's ``ctrlrange``
+±3 as Brax's own envs do; MuJoCo clamps ``ctrl`` to ±3 either way, and the cost charges the
+control given, as diffsim's does.
+
+One setting differs from diffsim's adapter, forced by reverse mode: MJX's constraint solver
+is a ``lax.while_loop`` (to ``opt.tolerance``, at most ``opt.iterations = 100``), which
+``jax.grad`` cannot differentiate, so the env's model runs ``opt.iterations = 1`` (MJX then
+calls one Newton iteration, its line search a ``scan``) — where the hinge's or the slider's
+limit is active the solve is one Newton step, not converged; with no limit active the values
+are the same (the pendulum's only constraints are those two limits).
+
+:func:`train_apg` runs ``brax.training.agents.apg.train.train`` with Brax's defaults but for
+what the task forces; the trained policy (its deterministic mode, ``ACTION_SCALE · tanh``) is
+then scored by diffsim's own rollout (:class:`~diffsim.PolicyObjective`, the adapter's
+converged solve) on the objective's 16 fixed initial states and on
+:func:`~diffsim.engines.control.balanced`'s 100 held-out ones — the numbers every other row of
+the table reports.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import shutil
+import tempfile
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from diffsim import TASKS, PolicyObjective
+from diffsim.engines import control
+
+ACTION_SCALE = 3.0
+"""``ctrl = ACTION_SCALE · action``: the motor's ``ctrlrange`` is ±3."""
+NUM_ENVS = 16
+"""Parallel environments of APG (FoBG's N = 16 rollouts an iteration)."""
+HORIZON_LENGTH = 32
+"""Steps a gradient of APG differentiates through (Brax's default ``horizon_length``)."""
+NUM_EVAL_ENVS = 1
+"""Brax's own evaluation after training (unused here: diffsim scores the policy), kept tiny."""
+FOBG_STEPS = 160_000
+"""FoBG's simulator steps in ``docs/records/control-mujoco.txt``: 1600 rollouts × 100."""
+
+
+def _objective() -> PolicyObjective:
+    loss, _ = TASKS["pendulum"].problem()
+    assert isinstance(loss, PolicyObjective)
+    return loss
+
+
+def _mj_model(iterations: int = 1) -> Any:
+    import mujoco
+
+    m = mujoco.MjModel.from_xml_path(control.gymnasium_model("inverted_pendulum"))
+    m.opt.iterations = iterations  # see the module docstring: reverse mode needs 1
+    return m
+
+
+def _env_class():
+    from brax.envs.base import PipelineEnv, State
+    from brax.io import mjcf
+
+    class PendulumEnv(PipelineEnv):
+        """diffsim's pendulum task as a Brax env (see the module docstring)."""
+
+        def __init__(self, action_scale: float = ACTION_SCALE, iterations: int = 1):
+            import warnings
+
+            with warnings.catch_warnings():  # brax warns that mjx systems are experimental
+                warnings.simplefilter("ignore")
+                sys = mjcf.load_model(_mj_model(iterations))
+            super().__init__(sys=sys, backend="mjx", n_frames=1)
+            self._objective = _objective()
+            self._scale = action_scale
+
+        def reset(self, rng: jax.Array) -> State:
+            s0 = self._objective.initial_state(rng)  # diffsim's sampler of x₁
+            ps = self.pipeline_init(s0.qpos, s0.qvel)
+            zero = jnp.zeros((), ps.qpos.dtype)
+            return State(ps, self._objective.observe(ps), zero, zero)
+
+        def step(self, state: State, action: jax.Array) -> State:
+            u = self._scale * action
+            reward = -self._objective.cost(state.pipeline_state, u)  # c(x_h, u_h)
+            ps = self.pipeline_step(state.pipeline_state, u)
+            return state.replace(pipeline_state=ps, obs=self._objective.observe(ps), reward=reward)
+
+        @property
+        def action_size(self) -> int:
+            return 1
+
+    return PendulumEnv
+
+
+@functools.cache
+def make_env(action_scale: float = ACTION_SCALE, iterations: int = 1) -> Any:
+    """The Brax env of diffsim's pendulum task (``brax`` and ``mujoco-mjx`` needed)."""
+    return _env_class()(action_scale, iterations)
+
+
+class APGResult(NamedTuple):
+    loss: float
+    """diffsim's noise-free mean cost over the objective's 16 fixed initial states."""
+    score: float
+    """The fraction of the 100 held-out poles balanced (:func:`control.balanced`)."""
+    steps: int
+    """Simulator steps APG trained on (updates × envs × horizon_length)."""
+    compile_s: float
+    """Seconds of ``train`` outside Brax's training loop (tracing and compiling the reset,
+    the first step and Brax's evaluator, and its one small evaluation)."""
+    run_s: float
+    """Brax's ``training/walltime``: its training loop, with the loop's tracing and
+    compilation (or, with a persistent cache, loading) on every call."""
+    total_s: float
+    """Wall time of the whole call, scoring excluded."""
+
+
+def _replicated(x: Any, devices: Any) -> Any:
+    """``jax.device_put_replicated`` (removed from JAX 0.10, which Brax 0.14.2's APG still
+    calls): ``x`` stacked once per device on a new leading axis."""
+    n = len(devices)
+    return jax.device_put(jax.tree.map(lambda a: jnp.stack([jnp.asarray(a)] * n), x), devices[0])
+
+
+def _brax_apg() -> Any:
+    from brax.training.agents.apg import train as apg
+
+    if not hasattr(jax, "device_put_replicated"):
+        jax.device_put_replicated = _replicated  # type: ignore[attr-defined]
+    return apg
+
+
+def _network_factory(linear: bool):
+    from brax.training.agents.apg import networks as apg_networks
+
+    if linear:
+        return functools.partial(apg_networks.make_apg_networks, hidden_layer_sizes=())
+    return apg_networks.make_apg_networks
+
+
+def diffsim_policy(make_policy, params, action_scale: float = ACTION_SCALE):
+    """APG's deterministic policy as diffsim's ``policy(obs, θ) -> u`` (θ: Brax's params)."""
+    key = jax.random.PRNGKey(0)  # unused by the deterministic mode
+
+    def policy(obs, theta):
+        return action_scale * make_policy(theta, deterministic=True)(obs, key)[0]
+
+    return policy
+
+
+def score(make_policy, params) -> tuple[float, float]:
+    """(loss, held-out fraction balanced) of APG's policy by diffsim's own rollout."""
+    loss = _objective()
+    obj = PolicyObjective(
+        loss.step,
+        diffsim_policy(make_policy, params),
+        loss.initial_state,
+        loss.cost,
+        loss.horizon,
+        params=loss.params,
+        observe=loss.observe,
+        num_states=loss.num_states,
+        key=loss.key,
+    )
+    value = float(jax.jit(lambda p: obj(p))(params))
+    frac = float(jax.jit(lambda p: control.balanced(obj, p))(params))
+    return value, frac
+
+
+def train_apg(seed: int, steps: int = FOBG_STEPS, *, linear: bool = False,
+              num_envs: int = NUM_ENVS) -> APGResult:  # fmt: skip
+    """Brax APG on :class:`PendulumEnv` for ``steps`` simulator steps (rounded down to whole
+    updates of ``num_envs × HORIZON_LENGTH``), Brax's defaults otherwise; scored by
+    diffsim (see the module docstring)."""
+    apg = _brax_apg()
+    updates = steps // (num_envs * HORIZON_LENGTH)
+    if updates < 1:
+        raise ValueError(f"steps must be >= {num_envs * HORIZON_LENGTH}, got {steps}")
+    walltime: list[float] = []
+
+    def progress(_, metrics):
+        if "training/walltime" in metrics:
+            walltime.append(float(metrics["training/walltime"]))
+
+    t = time.perf_counter()
+    make_policy, params, _ = apg.train(
+        make_env(),
+        episode_length=control.PENDULUM_HORIZON,
+        policy_updates=updates,
+        horizon_length=HORIZON_LENGTH,
+        num_envs=num_envs,
+        num_evals=1,
+        num_eval_envs=NUM_EVAL_ENVS,
+        use_float64=bool(jax.config.jax_enable_x64),
+        seed=seed,
+        network_factory=_network_factory(linear),
+        progress_fn=progress,
+    )
+    jax.block_until_ready(params)
+    total = time.perf_counter() - t
+    run_s = walltime[-1] if walltime else float("nan")
+    loss, frac = score(make_policy, params)
+    return APGResult(loss, frac, updates * num_envs * HORIZON_LENGTH, total - run_s, run_s, total)
+
+
+def rows(seeds: int, steps: int = FOBG_STEPS, row=None) -> list[str]:
+    """The table's "Brax APG" and "Brax APG (linear)" rows (``row``: the table's
+    formatter ``(label, costs, fracs, evals, times) -> str``)."""
+    if not jax.config.jax_compilation_cache_dir:
+        # Brax's train jits fresh closures on every call: without a persistent cache every
+        # seed compiles again; with it the seeds after the first load the programs
+        cache = tempfile.mkdtemp(prefix="apg-jax-")
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)  # removed when the run ends
+        jax.config.update("jax_compilation_cache_dir", cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    out = []
+    for label, linear in (("Brax APG", False), ("Brax APG (linear)", True)):
+        results = [train_apg(seed, steps, linear=linear) for seed in range(seeds)]
+        times = [r.total_s for r in results]
+        loop = [r.run_s for r in results[1:]] or [results[0].run_s]  # as run s: later seeds
+        out.append(
+            row(
+                label,
+                [r.loss for r in results],
+                [r.score for r in results],
+                [r.steps // control.PENDULUM_HORIZON for r in results],
+                times,
+            )
+            + f"  {results[0].steps} steps, Brax loop {np.median(loop):.1f} s"
+        )
+        print(out[-1], flush=True)
+    return out

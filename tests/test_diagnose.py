@@ -47,6 +47,27 @@ def test_check_grad_catches_a_wrong_gradient_in_one_component():
     assert "MISMATCH" in str(res)
 
 
+def test_check_grad_checks_a_given_gradient():
+    """gradient=: the check compares the gradient given (here forward mode's, and a wrong
+    one) with the same central differences, and counts no gradient evaluation."""
+    loss = lambda t: jnp.sum(jnp.sin(t["a"]) * t["b"] ** 2)  # noqa: E731
+    theta = {"a": jnp.array([0.3, 1.0]), "b": jnp.array(2.0)}
+    fwd = jax.jacfwd(loss)(theta)
+    res = check_grad(loss, theta, gradient=fwd)
+    assert res.ok and np.max(res.rel_error) < 1e-7
+    assert res.evaluations == {"loss": 2 * 5 * 3, "grad": 0}
+    np.testing.assert_allclose(res.autodiff, check_grad(loss, theta).autodiff, rtol=1e-14)
+    wrong = {"a": fwd["a"].at[1].multiply(1.5), "b": fwd["b"]}
+    bad = check_grad(loss, theta, gradient=wrong)
+    assert not bad.ok and bad.passed.tolist() == [True, False, True]
+    nan = check_grad(loss, theta, gradient={"a": fwd["a"], "b": jnp.nan})
+    assert not nan.ok and nan.passed.tolist() == [True, True, False]
+    with pytest.raises(ValueError, match="gradient must have theta's structure"):
+        check_grad(loss, theta, gradient={"a": fwd["a"]})
+    with pytest.raises(ValueError, match="gradient must have theta's structure"):
+        check_grad(loss, theta, gradient={"a": fwd["a"][:1], "b": fwd["b"]})
+
+
 def test_check_grad_validates_its_arguments():
     with pytest.raises(ValueError, match="steps must be"):
         check_grad(lambda t: t**2, 1.0, steps=(0.1, -1.0))

@@ -451,3 +451,44 @@ def test_smoothed_jacobian_is_exact_on_a_linear_response_and_zero_for_no_effect(
     np.testing.assert_allclose(S[:, 0], J[:, 0], rtol=1e-9, atol=1e-12)
     assert float(jnp.max(jnp.abs(J[:, 0]))) > 0.1
     assert float(jnp.max(jnp.abs(S[:, 1]))) == 0.0
+
+
+def _reverse_scans(jaxpr) -> int:
+    """Scans run backwards (reverse mode's transpose of a rollout) in a jaxpr, nested ones
+    included."""
+    n = 0
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "scan" and eqn.params.get("reverse"):
+            n += 1
+        for v in eqn.params.values():
+            for sub in v if isinstance(v, list | tuple) else [v]:
+                inner = getattr(sub, "jaxpr", None)
+                if inner is not None:
+                    n += _reverse_scans(getattr(inner, "jaxpr", inner))
+    return n
+
+
+def test_the_fit_differentiates_the_rollout_in_forward_mode_only():
+    """The fit's residuals carry their forward-mode Jacobian (``_forward_mode``): reverse
+    mode through them (Optimistix's Jᵀr, a projection's gradient) transposes J @ dx, not the
+    rollout — no backward scan in the program, which is what made MuJoCo fits compile
+    slowly — and gives the reverse-mode gradient (closed-form check: rtol 1e-12)."""
+    from diffsim._identify import _forward_mode
+
+    sys = nonlinear_spring(h=0.01, m=1.0, k=4.0, k3=2.0, c=0.3)
+
+    def residuals(x):
+        theta = dict(sys.theta, k=x[0], c=x[1])
+        traj = diffsim.rollout(sys.step, sys.s0, theta, 200, include_initial=False)
+        return traj[0] - 0.1
+
+    x = jnp.array([3.0, 0.2])
+    c = jax.random.normal(jax.random.key(1), (200,))
+    direct = lambda x: c @ residuals(x)  # noqa: E731
+    wrapped = lambda x: c @ _forward_mode(residuals)(x)  # noqa: E731
+    assert _reverse_scans(jax.make_jaxpr(jax.grad(direct))(x).jaxpr) >= 1  # the check can fail
+    assert _reverse_scans(jax.make_jaxpr(jax.grad(wrapped))(x).jaxpr) == 0
+    np.testing.assert_allclose(jax.grad(wrapped)(x), jax.grad(direct)(x), rtol=1e-12)
+    np.testing.assert_allclose(
+        jax.jacfwd(_forward_mode(residuals))(x), jax.jacrev(residuals)(x), rtol=1e-12, atol=1e-14
+    )

@@ -59,7 +59,7 @@ def test_mass_spring_damper_noise_free():
     assert res.residual < 1e-8 < res.residual_start
     assert res.unidentifiable == ()
     assert res.evaluations == res.iterations + 2
-    assert res.rollout_equivalents == res.evaluations * 3 + 2 * 21  # + the doctor's checks
+    assert res.rollout_equivalents == res.evaluations * 3 + 2 * (21 + 2)  # + the doctor's checks
     assert res.jacobian_trusted is True
     # the history starts at the start and its cost never rises (accepted iterates)
     assert res.history["theta"].shape == (res.iterations, 2)
@@ -227,7 +227,7 @@ def test_multiple_shooting_recovers_the_truth_with_continuous_windows():
     )
     assert "multiple shooting: 6 windows" in repr(res)
     # 2 parameters and 5 starts of 2 numbers: one tangent each per evaluation
-    assert res.rollout_equivalents == res.evaluations * (1 + 2 + 10) + 2 * (10 * 2 + 1)
+    assert res.rollout_equivalents == res.evaluations * (1 + 2 + 10) + 2 * (10 * 2 + 1 + 2 + 10)
 
 
 @pytest.mark.slow

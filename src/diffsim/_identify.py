@@ -581,8 +581,8 @@ class IdentifyResult:
         iterations: solver steps; ``evaluations``: rollouts (of all recordings) with
             their Jacobians (one per step, one at the start and one at θ̂ of each solve);
             ``rollout_equivalents``: evaluations × (1 + p + #starts) (one per forward-mode
-            tangent; the smoothed Jacobian adds 2·M·p rollouts), plus 10·p + 1 for each of
-            the doctor's checks.
+            tangent; the smoothed Jacobian adds 2·M·p rollouts), plus 10·p + 1 + p + #starts for
+            each of the doctor's checks (its differences and the exact Jacobian it checks).
         jacobian_mode, seconds: how the Jacobian was computed, and the wall time.
         jacobian_trusted: whether the doctor's finite-difference check agreed with the
             exact Jacobian at θ̂ (``None``: not checked).
@@ -1077,7 +1077,8 @@ def identify(
             default 10·√ε (1.5e-7 in float64, 3.5e-3 in float32).
         trust: what the fit does about the doctor's check of the exact Jacobian
             (:func:`diffsim.check_grad` of a fixed random projection :math:`c^\top r(θ)`
-            against central finite differences: 10·p rollouts and a gradient per check).
+            against central finite differences: 10·p rollouts per check, the gradient
+            :math:`c^\top J` from the fit's own Jacobian).
             ``"act"`` (default): checked at the start and at θ̂; where it is not trusted
             (a contact switch inside the difference step, a stiff or chaotic response)
             the fit switches — once — to multiple shooting with the longest windows
@@ -1250,7 +1251,7 @@ def identify(
     # smoothed one is not (a plateau: zero derivative where moving θ does change the data),
     # the fit acts on it with the smoothed Jacobian
     actions: list[str] = []
-    checks = [0, 0]  # the doctor's checks run (10·p rollouts and a gradient each); rollouts
+    checks = [0, 0]  # the doctor's checks run (10·p rollouts each, and a Jacobian); rollouts
     r0, J0 = _jacobian(problem, x0_all)
     _check_finite_jacobian(r0, J0, labels_all)
     sv0, V0 = _scaled_svd(_theta_block(np.asarray(J0), p_count))
@@ -1478,7 +1479,9 @@ def identify(
         message=message,
         iterations=k_total,
         evaluations=evaluations,
-        rollout_equivalents=evaluations * per_jac + checks[0] * (10 * p_count + 1) + checks[1],
+        rollout_equivalents=evaluations * per_jac
+        + checks[0] * (10 * p_count + 1 + p_count + n_extra)
+        + checks[1],
         jacobian_mode={"fwd": "forward-mode", "bwd": "reverse-mode"}[jac],
         jacobian_trusted=trusted,
         seconds=time.perf_counter() - t_start,

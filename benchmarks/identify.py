@@ -130,24 +130,30 @@ def _record_in_mujoco_c(xml: str, ctrl: np.ndarray, noise: float, seed: int) -> 
     return qpos
 
 
-def _task_push(seed: int):
+def _mujoco_c_task(xml: str, ctrl: np.ndarray, spec: dict, noise: float, seed: int, label: str):
+    """A task on a MuJoCo model: qpos recorded by MuJoCo C (σ = ``noise``), fitted through the
+    MJX adapter; ``spec`` maps each parameter name ("body_mass:box") to its (peer kind,
+    attribute, column, start, bounds, truth)."""
     from types import SimpleNamespace
 
     from diffsim.engines import mjx
 
-    step = mjx.load(PUSH_XML)
-    ctrl = np.linspace(0.0, 1.0, PUSH_T)[:, None]
-    qpos = _record_in_mujoco_c(PUSH_XML, ctrl, PUSH_NOISE, seed)
+    step = mjx.load(xml)
+    qpos = _record_in_mujoco_c(xml, ctrl, noise, seed)
     s0 = step.initial_state()
     rec = diffsim.Recording(s0, {"qpos": qpos}, jnp.asarray(ctrl))
-    theta = step.theta("body_mass", "geom_friction", "geom_solref")
+    theta = step.theta(*sorted({n.split(":")[0] for n in spec}))
     params = diffsim.parse_parameters(
-        list(PUSH_START), theta, model=step.mj_model, bounds=PUSH_BOUNDS, start=PUSH_START
+        list(spec),
+        theta,
+        model=step.mj_model,
+        bounds={n: v[4] for n, v in spec.items()},
+        start={n: v[3] for n, v in spec.items()},
     )
     sys = SimpleNamespace(step=step, s0=s0, theta=theta)
     obs = lambda s: {"qpos": s.qpos}  # noqa: E731
     peer = {
-        "xml": PUSH_XML,
+        "xml": xml,
         "recordings": [
             {
                 "qpos0": qpos[0].tolist(),
@@ -160,23 +166,73 @@ def _task_push(seed: int):
             {
                 "name": n,
                 "kind": kind,
-                "element": "box",
+                "element": n.split(":")[1],
                 "attr": attr,
                 "col": col,
-                "start": PUSH_START[n],
-                "lower": PUSH_BOUNDS[n][0],
-                "upper": PUSH_BOUNDS[n][1],
+                "start": start,
+                "lower": bounds[0],
+                "upper": bounds[1],
             }
-            for n, kind, attr, col in (
-                ("body_mass:box", "body", "mass", None),
-                ("geom_friction:box", "geom", "friction", 0),
-                ("geom_solref:box", "geom", "solref", 0),
-            )
+            for n, (kind, attr, col, start, bounds, _) in spec.items()
         ],
         "repeats": 1,
     }
+    truth = {n: v[5] for n, v in spec.items()}
+    return label, sys, rec, params, truth, obs, peer
+
+
+def _task_push(seed: int):
+    spec = {
+        n: (kind, attr, col, PUSH_START[n], PUSH_BOUNDS[n], PUSH_TRUTH[n])
+        for n, kind, attr, col in (
+            ("body_mass:box", "body", "mass", None),
+            ("geom_friction:box", "geom", "friction", 0),
+            ("geom_solref:box", "geom", "solref", 0),
+        )
+    }
+    ctrl = np.linspace(0.0, 1.0, PUSH_T)[:, None]
     label = f"pushed box: mass, friction, solref (MuJoCo C data, σ = {PUSH_NOISE:g} m)"
-    return label, sys, rec, params, PUSH_TRUTH, obs, peer
+    return _mujoco_c_task(PUSH_XML, ctrl, spec, PUSH_NOISE, seed, label)
+
+
+CHEETAH_T = 200  # 2 s at gymnasium's h = 0.01 s
+CHEETAH_NOISE = 1e-5  # m or rad: the recording's position noise
+CHEETAH_FIT = (  # (name, peer kind, attribute): three link masses and two joint dampings
+    ("body_mass:torso", "body", "mass"),
+    ("body_mass:bthigh", "body", "mass"),
+    ("body_mass:fthigh", "body", "mass"),
+    ("dof_damping:bthigh", "joint", "damping"),
+    ("dof_damping:fthigh", "joint", "damping"),
+)
+
+
+def _task_cheetah(seed: int):
+    """The legged task: gymnasium's half_cheetah, as shipped, 2 s under random controls
+    (each held for 0.1 s, half the actuator range) with its feet hitting the floor; three
+    link masses and two joint dampings from the recorded joint positions, from 20 % off."""
+    import mujoco
+
+    from diffsim.engines.control import gymnasium_model
+
+    path = gymnasium_model("half_cheetah")
+    with open(path) as f:
+        xml = f.read()
+    m = mujoco.MjModel.from_xml_string(xml)
+    rng = np.random.default_rng(100 + seed)
+    ctrl = np.repeat(0.5 * rng.uniform(-1, 1, (CHEETAH_T // 10, m.nu)), 10, axis=0)
+    spec = {}
+    for name, kind, attr in CHEETAH_FIT:
+        element = name.split(":")[1]
+        if kind == "body":
+            true = float(m.body_mass[m.body(element).id])
+        else:
+            true = float(m.dof_damping[m.jnt_dofadr[m.joint(element).id]])
+        spec[name] = (kind, attr, None, 1.2 * true, (0.0, math.inf), true)
+    label = (
+        f"half_cheetah (gymnasium, as shipped): 3 masses, 2 dampings from 2 s of joint "
+        f"positions (MuJoCo C data, σ = {CHEETAH_NOISE:g})"
+    )
+    return _mujoco_c_task(xml, ctrl, spec, CHEETAH_NOISE, seed, label)
 
 
 def _residual_fn(sys, rec, params, observe):
@@ -202,7 +258,14 @@ def _error(est: dict[str, float], truth: dict[str, float]) -> float:
     return max(abs(est[n] - v) / abs(v) for n, v in truth.items())
 
 
-def run_task(make, seeds: int) -> dict[str, list[tuple[float, float, float, float]]]:
+CMA_MAX_ROLLOUTS = {"cheetah": 1000}
+"""CMA-ES's budget where 2,000 generations would take an hour (a 2 s rollout of the legged
+model costs ~0.15 s here): it stops at this many rollouts, and its row says so."""
+
+
+def run_task(
+    make, seeds: int, cma_max: int | None = None
+) -> dict[str, list[tuple[float, float, float, float]]]:
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
     name = verdict = ""
     for seed in range(seeds):
@@ -272,14 +335,16 @@ def run_task(make, seeds: int) -> dict[str, list[tuple[float, float, float, floa
         es = cma.CMAEvolutionStrategy(
             np.ones_like(x0),
             0.1,
-            {"bounds": [lo / x0, hi / x0], "verbose": -9, "seed": seed + 1},
+            {"bounds": [lo / x0, hi / x0], "verbose": -9, "seed": seed + 1}
+            | ({} if cma_max is None else {"maxfevals": cma_max}),
         )
         es.optimize(lambda z, x0=x0: float(np.sum(fun(z * x0) ** 2)), iterations=2000)
         dt = time.perf_counter() - t
         xb = es.result.xbest * x0
         est = dict(zip(names, map(float, xb)))
         rms = float(np.sqrt(np.mean(np.asarray(f(jnp.asarray(xb))) ** 2)))  # not counted
-        rows.setdefault("CMA-ES (cma)", []).append((_error(est, truth), rms, count[0], dt))
+        cma_label = "CMA-ES (cma)" + ("" if cma_max is None else f", stopped at {cma_max} rollouts")
+        rows.setdefault(cma_label, []).append((_error(est, truth), rms, count[0], dt))
     print(f"\n## {name}\n")
     print(verdict + "\n")
     print("| method | max rel. parameter error | residual RMS | rollouts | wall s |")
@@ -362,12 +427,18 @@ def main() -> None:
             "benchmarks.identify compares with CMA-ES: pip install 'cma>=4.0' (in the bench "
             "extra: pip install -e '.[bench]')"
         ) from None
-    tasks = {"spring": _task_spring, "ball": _task_ball, "chain": _task_chain, "push": _task_push}
+    tasks = {
+        "spring": _task_spring,
+        "ball": _task_ball,
+        "chain": _task_chain,
+        "push": _task_push,
+        "cheetah": _task_cheetah,
+    }
     print(
         f"diffsim {diffsim.__version__}, jax {jax.__version__}, {args.seeds} seeds; medians (range)"
     )
     for name in args.tasks.split(","):
-        run_task(tasks[name], args.seeds)
+        run_task(tasks[name], args.seeds, CMA_MAX_ROLLOUTS.get(name))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ gradient with respect to the initial velocity is taken by
 * **mjx iterations=1**: ``jax.grad`` through a ``lax.scan`` of ``mjx.step`` with
   ``opt.iterations = 1``, the reverse mode MJX documents (Euler models only: MJX's own
   ``mjx.step`` integrates RK4 with its ``while_loop`` solve, which reverse mode refuses);
+* **C chained mjd_transitionFD**: MuJoCo C's one-step Jacobians (``mjd_transitionFD``,
+  centred differences) at each of the T states, multiplied backwards — what a MuJoCo C
+  user differentiates a rollout with; many worlds on all cores (a thread each); MuJoCo
+  refuses it on RK4 models ("mjd_transitionFD: RK4 integrator is not supported");
 * **C central differences**: 2·nv rollouts of T ``mj_step`` (ε = 1e-6, solver run to
   convergence), the reference every error is measured against.
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -83,6 +88,40 @@ def _c_gradient(m: mujoco.MjModel, d0: mujoco.MjData, w: np.ndarray, T: int) -> 
     return g
 
 
+def _c_transition_fd_gradient(m: mujoco.MjModel, d0: mujoco.MjData, w: np.ndarray, T: int):
+    """The gradient MuJoCo C gives a user who chains its one-step Jacobians: T calls of
+    ``mjd_transitionFD`` (centred, ε = 1e-6) along the rollout, then the adjoint recursion
+    λ_t = A_tᵀ λ_{t+1} from λ_T = ∂L/∂x_T; the qvel block of λ_0 is ∂L/∂qvel0. (State in
+    MuJoCo's tangent coordinates: dq (nv), qvel (nv), act (na).)"""
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:], d.ctrl[:] = d0.qpos, d0.qvel, d0.ctrl
+    d.qacc_warmstart[:] = d0.qacc_warmstart
+    nx = 2 * m.nv + m.na
+    A = np.zeros((T, nx, nx))
+    for t in range(T):
+        mujoco.mjd_transitionFD(m, d, EPS, True, A[t], None, None, None)
+        mujoco.mj_step(m, d)
+    lam = np.zeros(nx)
+    lam[m.nv : 2 * m.nv] = w
+    for t in range(T - 1, -1, -1):
+        lam = A[t].T @ lam
+    return lam[m.nv : 2 * m.nv]
+
+
+def _c_transition_fd_worlds(m: mujoco.MjModel, d0: mujoco.MjData, w: np.ndarray, T: int,
+                            n: int) -> float:  # fmt: skip
+    """Seconds for n worlds' chained-``mjd_transitionFD`` gradients on all cores (a thread
+    per core, one MjData each: MuJoCo's C calls release the GIL, as ``mujoco.rollout``'s
+    threads rely on)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cores = os.cpu_count() or 1
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(cores) as pool:
+        list(pool.map(lambda _: _c_transition_fd_gradient(m, d0, w, T), range(n)))
+    return time.perf_counter() - t0
+
+
 def bench_model(name: str, T: int, worlds: list[int]) -> dict:
     m = mjx._mj_model(gymnasium_model(name))
     d0 = _start(m, CONTACT_STEPS.get(name, 50))
@@ -100,6 +139,15 @@ def bench_model(name: str, T: int, worlds: list[int]) -> dict:
     t0 = time.perf_counter()
     g_c = _c_gradient(m, d0, w, T)
     row["c_fd_s"] = time.perf_counter() - t0
+    rk4 = int(m.opt.integrator) == int(mujoco.mjtIntegrator.mjINT_RK4)
+    if rk4:  # MuJoCo C refuses it: "mjd_transitionFD: RK4 integrator is not supported"
+        row["c_transition_fd"] = "unsupported (RK4)"
+    else:
+        t0 = time.perf_counter()
+        g_fd = _c_transition_fd_gradient(m, d0, w, T)
+        row["c_transition_fd_s"] = time.perf_counter() - t0
+        err = np.linalg.norm(g_fd - g_c) / np.linalg.norm(g_c)
+        row["c_transition_fd_rel_error"] = float(err)
     fwd = jax.jit(loss)
     row["forward_compile_s"], row["forward_run_s"] = _timed(lambda: fwd(v0))
     grad = jax.jit(jax.grad(loss))
@@ -114,6 +162,8 @@ def bench_model(name: str, T: int, worlds: list[int]) -> dict:
         compile_s, run_s = _timed(lambda f=vgrad, b=batch: f(b), repeats=1)
         row[f"grad_{n}_worlds_run_s"] = run_s
         row[f"grad_{n}_worlds_compile_s"] = compile_s
+        if not rk4:
+            row[f"c_transition_fd_{n}_worlds_s"] = _c_transition_fd_worlds(m, d0, w, T, n)
     if int(m.opt.integrator) == int(mujoco.mjtIntegrator.mjINT_EULER):
         m1 = step.model.replace(opt=step.model.opt.replace(iterations=1))
         data = step.data(step.initial_state(qpos0, v0))

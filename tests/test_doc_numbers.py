@@ -162,3 +162,34 @@ def test_control_guide_apg_rows_are_the_recorded_run():
     assert [r.split("  ")[0].strip() for r in rows] == ["Brax APG", "Brax APG (linear)"]
     guide = (ROOT / "docs/guides/control.md").read_text()
     assert "```text\n" + "\n".join([record[2], *rows]) + "\n```" in guide
+
+
+def test_mujoco_guide_gradient_cost_table_is_the_recorded_run():
+    """The MuJoCo guide's gradient-cost table (half_cheetah) holds the recorded run's numbers
+    (docs/records/mujoco-benchmark.txt, the output of ``python -m benchmarks.mujoco``), and
+    the ratios its text states follow from them."""
+    record = (ROOT / "docs/records/mujoco-benchmark.txt").read_text().splitlines()
+    assert record[0].startswith("# .venv/bin/python -m benchmarks.mujoco --models half_cheetah")
+    row = dict(kv.split("=", 1) for kv in record[1].split())
+    v = {k: float(x) for k, x in row.items() if k not in ("model",)}
+    guide = (ROOT / "docs/guides/mujoco-brax.md").read_text()
+    table = guide.split("### Gradient cost on the zoo", 1)[1].split("## Sharp bits", 1)[0]
+    ms = lambda s: f"{1000 * v[s]:.1f} ms"  # noqa: E731
+    for cell in (
+        f"| {v['forward_compile_s']:.1f} s | {ms('forward_run_s')} |",
+        f"| {v['grad_compile_s']:.1f} s | {ms('grad_run_s')} |",
+        f"| {v['grad_64_worlds_compile_s']:.1f} s | {v['grad_64_worlds_run_s']:.2f} s "
+        f"({1000 * v['grad_64_worlds_run_s'] / 64:.1f} ms per world) |",
+        f"| {v['mjx_it1_compile_s']:.1f} s | {1000 * v['mjx_it1_run_s']:.0f} ms | 0.16 |",
+        f"| — | {ms('c_transition_fd_s')} | 6.5·10⁻⁷ |",
+        f"| — | {v['c_transition_fd_64_worlds_s']:.2f} s "
+        f"({1000 * v['c_transition_fd_64_worlds_s'] / 64:.1f} ms per world) |",
+        f"| — | {1000 * v['c_fd_s']:.0f} ms | (the reference) |",
+    ):
+        assert cell in table, cell
+    assert f"at {v['grad_run_s'] / v['forward_run_s']:.1f} forward rollouts" in table
+    assert f"{v['grad_run_s'] / v['mjx_it1_run_s']:.2f}× the cost" in table
+    assert f"{v['grad_run_s'] / v['c_transition_fd_s']:.1f}× faster for one world" in table
+    per_world = v["grad_64_worlds_run_s"] / v["c_transition_fd_64_worlds_s"]
+    assert f"{per_world:.1f}× faster per world at 64 worlds" in table
+    assert f"{v['mjx_it1_rel_error']:.2f}" == "0.16" and f"{v['grad_rel_error']:.1e}" == "6.1e-07"

@@ -851,12 +851,13 @@ class _Problem(eqx.Module):
         (then, with shooting, the continuity defects times ``continuity``); differentiated
         exactly, or through :meth:`smoothed_jacobian` in θ's columns when smoothing is set."""
         if self.smooth_eps is None:
-            rows = jax.eval_shape(self.exact_residuals, x).shape[0]
-            return (
-                _forward_mode(self.exact_residuals)(x)
-                if x.shape[0] <= rows
-                else (self.exact_residuals(x))
-            )
+            # the rows, counted without tracing the rollout again: the observed samples,
+            # and with shooting one continuity defect per start-state entry
+            rows = sum(int(np.prod(v.shape)) for v in self.data.observed.values())
+            rows += x.shape[0] - len(self.params) if self.window is not None else 0
+            if x.shape[0] <= rows:
+                return _forward_mode(self.exact_residuals)(x)
+            return self.exact_residuals(x)
         p = len(self.params)
 
         @jax.custom_jvp

@@ -209,7 +209,8 @@ CHEETAH_FIT = (  # (name, peer kind, attribute): three link masses and two joint
 def _task_cheetah(seed: int):
     """The legged task: gymnasium's half_cheetah, as shipped, 2 s under random controls
     (each held for 0.1 s, half the actuator range) with its feet hitting the floor; three
-    link masses and two joint dampings from the recorded joint positions, from 20 % off."""
+    link masses and two joint dampings from the recorded joint positions, from 20 % off,
+    bounded to 0.2–5× the truth (mujoco.minimize needs finite bounds)."""
     import mujoco
 
     from diffsim.engines.control import gymnasium_model
@@ -227,7 +228,7 @@ def _task_cheetah(seed: int):
             true = float(m.body_mass[m.body(element).id])
         else:
             true = float(m.dof_damping[m.jnt_dofadr[m.joint(element).id]])
-        spec[name] = (kind, attr, None, 1.2 * true, (0.0, math.inf), true)
+        spec[name] = (kind, attr, None, 1.2 * true, (0.2 * true, 5.0 * true), true)
     label = (
         f"half_cheetah (gymnasium, as shipped): 3 masses, 2 dampings from 2 s of joint "
         f"positions (MuJoCo C data, σ = {CHEETAH_NOISE:g})"

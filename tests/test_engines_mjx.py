@@ -500,6 +500,22 @@ SLIDER_ON_ITS_LIMIT = """
 """
 
 
+def test_load_reports_joints_starting_on_a_range_end():
+    """The slider starts at x = 0, its range's lower end: the load report names it; with
+    the range moved off qpos0 (and for an unlimited joint) there is no such line."""
+    line = [r for r in mjx.load(SLIDER_ON_ITS_LIMIT).report if r.startswith("joints starting")]
+    assert line == [
+        "joints starting on an end of their range (qpos0): x — a limit constraint switches "
+        "on there, so derivatives from the initial state are one-sided (diffsim.diagnose "
+        "flags the kink)"
+    ]
+    for xml in (
+        SLIDER_ON_ITS_LIMIT.replace('range="0 1"', 'range="-1 1"'),
+        SLIDER_ON_ITS_LIMIT.replace('limited="true" range="0 1"', ""),
+    ):
+        assert not [r for r in mjx.load(xml).report if r.startswith("joints starting")]
+
+
 @pytest.mark.slow
 def test_the_doctor_flags_a_joint_starting_on_its_limit():
     """Issue 23: a joint that starts exactly on its limit (as gymnasium's hopper and
@@ -515,8 +531,13 @@ def test_the_doctor_flags_a_joint_starting_on_its_limit():
         def loss(v):
             return step.simulate({"qvel0": v}, 20).qpos[0]
 
+        assert any(
+            line.startswith("joints starting on an end of their range (qpos0): ")
+            and "one-sided" in line
+            for line in step.report
+        ), step.report
         at = jnp.array([0.0])
-        assert abs(float(jax.grad(loss)(at)[0]) - 0.2) < 1e-9  # one side, silently
+        assert abs(float(jax.grad(loss)(at)[0]) - 0.2) < 1e-9  # one side, by itself
         d = diffsim.diagnose(loss, at, jax.random.key(0), sigma=0.1)
         assert d.flag_names == ("kink",), d
         assert abs(d.measurements["fd_kink"] - 0.227) < 0.02 * 0.227, d.measurements["fd_kink"]

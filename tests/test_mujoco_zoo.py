@@ -119,6 +119,21 @@ def test_every_zoo_model_loads_unchanged_and_reports_what_it_maps(name):
         assert "solver PGS" in report and "Newton" in report
     if name in ("ant", "humanoid"):
         assert "quaternions" in report
+    # gymnasium's hopper and walker2d (thighs, knees) and pusher (elbow, wrist) start on a
+    # range end (checked against the model: qpos0 equals jnt_range's end to 1e-9)
+    ends = [
+        m.joint(j).name
+        for j in range(m.njnt)
+        if m.jnt_limited[j]
+        and m.jnt_type[j] in (2, 3)
+        and np.min(np.abs(m.jnt_range[j] - m.qpos0[m.jnt_qposadr[j]])) <= 1e-9
+    ]
+    assert bool(ends) == (name in ("hopper", "walker2d", "pusher")), ends
+    on_limit = [line for line in step.report if line.startswith("joints starting on an end")]
+    assert on_limit == ([f"joints starting on an end of their range (qpos0): {', '.join(ends)} "
+                         "— a limit constraint switches on there, so derivatives from the "
+                         "initial state are one-sided (diffsim.diagnose flags the kink)"]
+                        if ends else [])  # fmt: skip
 
 
 def test_refusals_name_the_mjcf_option_and_the_value_to_use(tmp_path):

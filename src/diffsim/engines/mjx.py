@@ -270,6 +270,22 @@ def _check_options(mj_model: mujoco.MjModel) -> tuple[mujoco.MjModel, tuple[str,
     return given, tuple(report)
 
 
+def _joints_on_a_range_end(mj_model: mujoco.MjModel) -> tuple[str, ...]:
+    """Names of the limited hinge and slide joints whose ``qpos0`` is an end of their range
+    (to 1e-9): a limit that switches on at the initial state."""
+    out = []
+    for j in range(mj_model.njnt):
+        if not mj_model.jnt_limited[j] or int(mj_model.jnt_type[j]) not in (
+            int(mujoco.mjtJoint.mjJNT_HINGE),
+            int(mujoco.mjtJoint.mjJNT_SLIDE),
+        ):
+            continue
+        q = float(mj_model.qpos0[mj_model.jnt_qposadr[j]])
+        if min(abs(q - r) for r in mj_model.jnt_range[j]) <= 1e-9:
+            out.append(mj_model.joint(j).name or f"joint {j}")
+    return tuple(out)
+
+
 def _quat_integrate(q: Array, w: Array, dt: float) -> Array:
     r"""MuJoCo's ``mju_quatIntegrate``: :math:`q ⊗ (\cos(θ/2), \hat w \sin(θ/2))` with
     :math:`θ = dt\,|w|`, normalized, written as a function of :math:`|w|^2` (a Taylor
@@ -457,14 +473,22 @@ class MjxStep:
                 "free and ball joints: quaternions integrated by MuJoCo's formula, written to "
                 "be smooth at zero angular velocity (MJX's has a zero derivative there)",
             )
+        on_limit = _joints_on_a_range_end(mj_model)
+        if on_limit:
+            report += (
+                f"joints starting on an end of their range (qpos0): {', '.join(on_limit)} — "
+                "a limit constraint switches on there, so derivatives from the initial state "
+                "are one-sided (diffsim.diagnose flags the kink)",
+            )
         if iterations is not None:
             report += (
                 f"iterations={iterations}: {iterations} Newton iteration(s) per step (values "
                 "only: derivatives are refused, see load)",
             )
         self.report: tuple[str, ...] = report
-        """What the adapter changed or approximated against MuJoCo C, one line each
-        (empty: nothing; MJX's own pipeline runs the model)."""
+        """What the adapter changed or approximated against MuJoCo C, and where the model's
+        derivatives are one-sided (joints starting on a range end), one line each (empty:
+        nothing; MJX's own pipeline runs the model)."""
 
     @property
     def time_step(self) -> float:

@@ -84,12 +84,36 @@ _JOINT_SCALARS = ("armature", "frictionloss", "springref")
 # ----------------------------------------------------------------------------- the model
 
 
+def _explicit_inertials(spec: mujoco.MjSpec, model: mujoco.MjModel) -> None:
+    """Every body's compiled mass, inertia and their frame written into the spec as explicit
+    inertials (and ``settotalmass`` switched off), so a fitted mass changes that body's
+    mass alone, the inertia kept — as in the adapter's ``body_mass`` — also for models whose
+    inertials come from their geoms and a total-mass rescaling (gymnasium's half_cheetah:
+    there, making one body explicit leaves it without inertia, which MuJoCo refuses). The
+    compiled model is unchanged (checked)."""
+    for b in range(1, model.nbody):
+        body = spec.body(model.body(b).name) if model.body(b).name else spec.bodies[b]
+        body.explicitinertial = True
+        body.mass = float(model.body_mass[b])
+        body.ipos = model.body_ipos[b].copy()
+        body.iquat = model.body_iquat[b].copy()
+        body.inertia = model.body_inertia[b].copy()
+        body.fullinertia = np.full(6, np.nan)
+    spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
+    spec.compiler.settotalmass = -1.0
+    again = spec.compile()
+    for field in ("body_mass", "body_inertia", "body_ipos", "body_iquat"):
+        if not np.allclose(getattr(again, field), getattr(model, field), rtol=1e-12, atol=1e-15):
+            raise RuntimeError(f"explicit inertials changed {field}")
+
+
 def _with_qpos_sensors(xml: str) -> mujoco.MjSpec:
     """The model's spec with its sensors replaced by one ``jointpos`` sensor per joint."""
     spec = mujoco.MjSpec.from_string(xml)
     for s in list(spec.sensors):
         spec.delete(s)
     model = spec.compile()
+    _explicit_inertials(spec, model)
     for j in range(model.njnt):
         if int(model.jnt_type[j]) not in (
             int(mujoco.mjtJoint.mjJNT_SLIDE),

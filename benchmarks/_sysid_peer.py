@@ -291,7 +291,8 @@ def _sequences(spec: mujoco.MjSpec, recordings: list[dict]) -> sysid.ModelSequen
 
 def _qpos_rms(xml: str, params: sysid.ParameterDict, recordings: list[dict]) -> float:
     """RMS of simulated − recorded qpos (rows 1..T, all joints) by plain mj_step."""
-    model = sysid.apply_param_modifiers(params, mujoco.MjSpec.from_string(xml))
+    # the spec the fit ran on (explicit inertials: a mass modifier changes that body alone)
+    model = sysid.apply_param_modifiers(params, _with_qpos_sensors(xml))
     sq, n = 0.0, 0
     for rec in recordings:
         data = mujoco.MjData(model)

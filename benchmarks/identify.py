@@ -275,7 +275,7 @@ def run_task(
         names = [p.label for p in params]
         # the fit alone (trust="off": no finite-difference check of the Jacobian, which SciPy
         # does not do either), then the fit as a user runs it (trust="act", the default: the
-        # doctor's check at the start and at θ̂, 10·p + 1 rollouts each, and its remedy —
+        # doctor's check at the start and at θ̂, 11·p + 1 rollouts each, and its remedy —
         # multiple shooting or the smoothed Jacobian — where it does not trust the exact one)
         kw: dict = {} if observe is None else {"observe": observe}
         for trust, label in (
@@ -415,7 +415,7 @@ def figure(path: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--tasks", default="spring,ball,chain,push")
+    parser.add_argument("--tasks", default="spring,ball,chain,push,cheetah")
     parser.add_argument("--figure", help="write the guide's figure (a .png path) and stop")
     args = parser.parse_args()
     if args.figure:

@@ -193,3 +193,35 @@ def test_mujoco_guide_gradient_cost_table_is_the_recorded_run():
     per_world = v["grad_64_worlds_run_s"] / v["c_transition_fd_64_worlds_s"]
     assert f"{per_world:.1f}× faster per world at 64 worlds" in table
     assert f"{v['mjx_it1_rel_error']:.2f}" == "0.16" and f"{v['grad_rel_error']:.1e}" == "6.1e-07"
+
+
+def test_legged_identification_prose_is_the_recorded_run():
+    """The numbers the guide's and README's prose quote for the half_cheetah task are the
+    record's: diffsim's rollout-equivalents and warm wall time, mujoco.sysid's rollouts and
+    time, CMA-ES's ratio."""
+    record = (ROOT / "docs/records/identify-benchmark.txt").read_text().split("## half_cheetah")[1]
+    cells = {
+        line.split(" | ")[0][2:]: line.split(" | ")
+        for line in record.splitlines()
+        if line.startswith("| ") and not line.startswith("| method")
+    }
+
+    def median(method: str, col: int) -> float:
+        return float(cells[method][col].split()[0])
+
+    ours = "diffsim.identify (exact Jacobian, LM; trust='off')"
+    sysid = [m for m in cells if m.startswith("mujoco.sysid")]
+    rollouts = sorted(int(median(m, 3)) for m in sysid)
+    seconds = sorted(median(m, 4) for m in sysid)
+    span = f"{seconds[0]:.1f}–{seconds[-1]:.1f} s"
+    cma = next(m for m in cells if m.startswith("CMA-ES"))
+    guide = (ROOT / "docs/guides/identify.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    ours_n, ours_s = int(median(ours, 3)), median(ours, 4)
+    for text in (guide, " ".join(readme.split())):
+        assert f"{ours_n} rollout-equivalents" in text
+        assert f"{rollouts[0]}–{rollouts[-1]}" in text
+    assert f"({ours_s:.1f} s)" in guide and f"({span};" in guide
+    assert f"{ours_s:.1f} s warm against" in " ".join(readme.split())
+    assert f"rollouts and {span}." in " ".join(readme.split())
+    assert f"CMA-ES\nneeds {median(cma, 3) / ours_n:.0f}× the rollouts" in guide

@@ -947,11 +947,16 @@ def _forward_mode(f: Callable[[jax.Array], jax.Array]) -> Callable[[jax.Array], 
     @g.defjvp
     def g_jvp(primals, tangents):
         (x,), (dx,) = primals, tangents
-        y, lin = jax.linearize(f, x)
-        J = jax.vmap(lin, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
+        y, J = _value_and_jacfwd(f, x)
         return y, J @ dx
 
     return g
+
+
+def _value_and_jacfwd(f: Callable[[jax.Array], jax.Array], x: jax.Array):
+    """``(f(x), J)``: one linearization, J's columns its tangents along each unit vector."""
+    y, lin = jax.linearize(f, x)
+    return y, jax.vmap(lin, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
 
 
 class _Fit(eqx.Module):
@@ -981,9 +986,7 @@ class _Fit(eqx.Module):
 
 @eqx.filter_jit
 def _jacobian(problem: _Problem, x):
-    r, lin = jax.linearize(problem.residuals, x)
-    J = jax.vmap(lin, out_axes=1)(jnp.eye(x.shape[0], dtype=x.dtype))
-    return r, J
+    return _value_and_jacfwd(problem.residuals, x)
 
 
 @eqx.filter_jit
@@ -1288,13 +1291,12 @@ def identify(
         from .doctor import check_grad  # the doctor's own test, not a second one
 
         checks[0] += 1
-        rows = int(jax.eval_shape(prob.exact_residuals, x_all).shape[0])
-        c = jax.random.normal(jax.random.key(0), (rows,), dtype)
-        proj = _Projected(prob, c, jnp.asarray(x_all[p_count:], dtype))
         # the gradient checked is cᵀJ from the fit's own Jacobian program (compiled once per
         # problem): the check itself compiles only the rollout, batched over the differences
         exact = dataclasses.replace(prob, smooth_eps=None, smooth_sigma=None)
-        _, J = _jacobian(exact, jnp.asarray(x_all, dtype))
+        r, J = _jacobian(exact, jnp.asarray(x_all, dtype))
+        c = jax.random.normal(jax.random.key(0), (r.shape[0],), dtype)
+        proj = _Projected(prob, c, jnp.asarray(x_all[p_count:], dtype))
         grad = c @ J[:, :p_count]
         return bool(check_grad(proj, jnp.asarray(x_all[:p_count], dtype), gradient=grad).ok)
 

@@ -6,7 +6,9 @@
 
 Each task of :data:`diffsim.TASKS` trained by :meth:`diffsim.Task.train` — the paper's
 recipe for it (σ, N, optimiser, iterations; ``--steps/--samples/--sigma`` override them) —
-with FoBG, ZoBG, AoBG and ``auto`` from the task's start. Reported per estimator, medians over
+with FoBG, ZoBG, AoBG, ``auto`` (deciding on every step) and ``auto`` deciding on one step in
+K = ``--decide-every`` (25; :class:`~diffsim.estimators.Auto`'s ``decide_every``) from the
+task's start (``--estimators`` picks the rows). Reported per estimator, medians over
 the seeds with the range: the final noise-free loss, the task's score where it has one (tennis:
 the fraction of 200 held-out balls returned), the simulator evaluations and the wall time.
 Tennis (:mod:`diffsim.systems.tennis`): a linear policy Θ ∈ R^{3×7} from Θ = 0, noise on every
@@ -58,9 +60,13 @@ import numpy as np
 import optax
 
 from diffsim import TASKS, PolicyObjective
-from diffsim.estimators import make_estimator
+from diffsim.estimators import Auto, make_estimator
 
-NAMES = {"first": "FoBG", "zeroth": "ZoBG", "alpha": "AoBG", "auto": "auto"}
+NAMES = {"first": "FoBG", "zeroth": "ZoBG", "alpha": "AoBG", "auto": "auto",
+         "auto-every": "auto, K"}  # fmt: skip
+DECIDE_EVERY = 25
+"""``auto-every``'s row: :class:`~diffsim.estimators.Auto` with ``decide_every`` K (the
+decision on one step in K, the estimator it chose on the others)."""
 ES = ("OpenAI-ES", "sep-CMA-ES")
 OPENAI_ES_POPULATION = 10
 """OpenAI-ES's population, 5 antithetic pairs (with :data:`OPENAI_ES_LR`, the best of a small
@@ -137,7 +143,8 @@ def _row(label, costs, fracs, evals, times):
 
 def run(task: str, seeds: int, steps: int | None, samples: int | None,
         sigma: float | None, es: bool = True, apg: bool = True,
-        only_apg: bool = False) -> list[str]:  # fmt: skip
+        only_apg: bool = False, estimators: tuple[str, ...] = tuple(NAMES),
+        decide_every: int = DECIDE_EVERY) -> list[str]:  # fmt: skip
     spec = TASKS[task]
     sigma = spec.sigma if sigma is None else sigma
     samples = spec.num_samples if samples is None else samples
@@ -156,8 +163,13 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
     budget = samples * steps  # FoBG's, replaced by what it counts
     if only_apg:
         return rows + _apg_rows(task, seeds, budget, loss)
-    for name, label in NAMES.items():
-        est = make_estimator(name, sigma=sigma, num_samples=samples)
+    for name in estimators:
+        label = NAMES[name]
+        if name == "auto-every":
+            label = f"auto, K={decide_every}"
+            est = Auto(sigma=sigma, num_samples=samples, decide_every=decide_every)
+        else:
+            est = make_estimator(name, sigma=sigma, num_samples=samples)
         costs, fracs, evals, times = [], [], [], []
         for seed in range(seeds):
             t = time.perf_counter()
@@ -225,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--samples", type=int, default=None)
     p.add_argument("--sigma", type=float, default=None)
+    p.add_argument("--estimators", nargs="+", default=list(NAMES), choices=list(NAMES),
+                   help="the estimator rows (FoBG's evaluations set the ES budget)")  # fmt: skip
+    p.add_argument("--decide-every", type=int, default=DECIDE_EVERY,
+                   help="K of the 'auto-every' row")  # fmt: skip
     p.add_argument("--no-es", dest="es", action="store_false",
                    help="skip the evolution strategies (they need evosax)")  # fmt: skip
     p.add_argument("--no-apg", dest="apg", action="store_false",
@@ -236,7 +252,18 @@ def main(argv: list[str] | None = None) -> int:
         _evosax()  # before any training: say at once how to install it
     jax.config.update("jax_enable_x64", True)
     for task in a.task:
-        rows = run(task, a.seeds, a.steps, a.samples, a.sigma, a.es, a.apg, a.only_apg)
+        rows = run(
+            task,
+            a.seeds,
+            a.steps,
+            a.samples,
+            a.sigma,
+            a.es,
+            a.apg,
+            a.only_apg,
+            tuple(a.estimators),
+            a.decide_every,
+        )
         print("\n".join(rows), flush=True)  # the whole table, header first, for the record
     return 0
 

@@ -13,11 +13,13 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import diffsim
+from diffsim import Relative
 from diffsim.doctor import Thresholds
-from diffsim.estimators import Auto, describe_choice, make_estimator
+from diffsim.estimators import Auto, ZerothOrder, describe_choice, make_estimator
 from diffsim.estimators.auto import CHOICES
 from diffsim.systems import projectile_wall as pw
 from diffsim.systems import wall_study
@@ -214,3 +216,68 @@ def test_many_parameters_are_still_trusted():
     for r in rs:
         err = np.abs(np.asarray(r.estimate) - truth)
         assert np.all(err <= 5 * np.asarray(r.std_error) + 1e-4)
+
+
+def _reused(history, every):
+    """The steps that reused a decision: z_gap is NaN exactly there."""
+    z = np.asarray(history.estimate.z_gap)
+    decided = np.isfinite(z)
+    assert decided[::every].all(), z  # a decision on every K-th step (all finite here)
+    return ~decided
+
+
+def test_deciding_every_step_is_auto_and_every_k_steps_reuses_the_decision():
+    """``decide_every=1`` is plain auto in ``optimize`` (the same history to float rounding:
+    another compiled program);
+    ``decide_every=5`` on a smooth quadratic decides on steps 0, 5, 10, ... (the doctor's
+    batch: 1 + 2·3·7 losses, 1 + N gradients, N doubled while undecided) and uses the exact
+    gradient (one gradient evaluation) on the four steps between: the same iterates while
+    every decision is "exact", and the evaluations add up to that."""
+    loss = lambda t: jnp.sum((t - jnp.array([1.0, -2.0, 0.5])) ** 2 * jnp.array([1.0, 3.0, 0.2]))  # noqa: E731
+    theta0, key = jnp.array([0.3, 0.1, -1.0]), jax.random.PRNGKey(0)
+    run = lambda est: diffsim.optimize(loss, theta0, est, steps=20, key=key)  # noqa: E731
+    every, one = run(Auto()), run(Auto(decide_every=1))
+    np.testing.assert_allclose(every.history.theta, one.history.theta, rtol=1e-12)
+    np.testing.assert_array_equal(every.history.estimate.choice, one.history.estimate.choice)
+    assert int(every.evaluations) == int(one.evaluations)
+
+    five = run(Auto(decide_every=5))
+    reused = _reused(five.history, 5)
+    assert reused.sum() == 16
+    h = five.history.estimate
+    assert np.all(np.asarray(h.choice) == 0)  # trusted every time: exact between decisions
+    np.testing.assert_allclose(five.history.theta, every.history.theta, rtol=1e-12)
+    grads = np.asarray(h.num_grad_evals)
+    assert np.all(grads[reused] == 1) and np.all(np.asarray(h.num_loss_evals)[reused] == 0)
+    used = grads[~reused] - 1
+    assert np.all(np.isin(used, (32, 64, 128, 256, 512)))
+    np.testing.assert_array_equal(np.asarray(h.num_loss_evals)[~reused], 1 + 2 * 3 * 7 + used)
+    assert int(five.evaluations) == int(grads.sum() + np.asarray(h.num_loss_evals).sum())
+    assert int(five.evaluations) < int(every.evaluations) / 3
+
+
+def test_a_reused_plateau_decision_keeps_its_widened_sigma():
+    """A Heaviside 0.5 short of its step: each decision widens σ twice (5 % of θ → 80 %)
+    and picks zeroth order; a reused step is ZerothOrder at σ = Relative(0.8) and N — the
+    same numbers as calling it with that step's key at that step's θ."""
+    step = lambda t: jnp.where(t > 1.0, 1.0, 0.0)  # noqa: E731
+    key = jax.random.PRNGKey(2)
+    r = diffsim.optimize(step, jnp.asarray(0.5), Auto(num_samples=16, decide_every=4),
+                         steps=8, key=key, optimizer=optax.sgd(1e-3), sigma_anneal=None)  # fmt: skip
+    h = r.history
+    reused = _reused(h, 4)
+    assert np.all(np.asarray(h.estimate.choice) == 2)  # zeroth (plateau)
+    assert np.all(np.asarray(h.estimate.widenings) == 2)
+    # σ relative to θ (the default, 5 %), widened ×16: 0.8·θ_k
+    np.testing.assert_allclose(h.estimate.sigma_used, 0.8 * np.asarray(h.theta), rtol=1e-12)
+    keys = jax.random.split(key, 8)
+    for k in np.flatnonzero(reused):
+        want = ZerothOrder(sigma=Relative(0.8), num_samples=16)(step, h.theta[k], keys[k])
+        np.testing.assert_allclose(h.estimate.estimate[k], want.estimate, rtol=1e-12)
+        assert int(h.estimate.num_loss_evals[k]) == int(want.num_loss_evals)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
+def test_decide_every_is_validated(bad):
+    with pytest.raises((ValueError, TypeError), match="decide_every"):
+        Auto(decide_every=bad)

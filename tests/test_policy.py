@@ -15,6 +15,7 @@ import pytest
 import diffsim
 from diffsim import PolicyObjective, linear_policy, mlp_policy
 from diffsim.estimators import AlphaOrder, Auto, Exact, FirstOrder, ZerothOrder
+from diffsim.estimators.auto import decide_or_reuse
 
 KEY = jax.random.PRNGKey(3)
 H = 0.1
@@ -271,3 +272,41 @@ def test_a_diverged_training_keeps_the_last_good_theta():
                          optimizer=optax.sgd(1e3), steps=20, key=KEY)  # fmt: skip
     good = info.value.theta
     assert good is not None and bool(jnp.all(jnp.isfinite(good)))
+
+
+def test_auto_deciding_every_k_steps_reuses_first_order_on_a_smooth_loop():
+    """The linear–quadratic loop with ``decide_every=4``: decisions on steps 0 and 4 (the
+    first trusts first order; N = 16 leaves the second undecided: "mixed"), and the steps
+    reusing a trusted decision are FoBG at σ and N — the same numbers as calling it with
+    that step's key at that step's θ, N gradient evaluations each."""
+    obj, key = lq(), jax.random.PRNGKey(5)
+    r = diffsim.optimize(obj, THETA, Auto(sigma=SIGMA, num_samples=16, decide_every=4),
+                         steps=8, key=key, optimizer=optax.sgd(1e-3), sigma_anneal=None)  # fmt: skip
+    h = r.history.estimate
+    decided = np.isfinite(np.asarray(h.z_gap))
+    np.testing.assert_array_equal(decided, np.arange(8) % 4 == 0)
+    choice = np.asarray(h.choice)
+    np.testing.assert_array_equal(choice[:4], 0)
+    assert np.all(choice[5:] == choice[4])  # the decision of step 4, reused
+    keys = jax.random.split(key, 8)
+    for k in np.flatnonzero(~decided & (choice == 0)):
+        want = FirstOrder(sigma=SIGMA, num_samples=16)(obj, r.history.theta[k], keys[k])
+        np.testing.assert_allclose(h.estimate[k], want.estimate, rtol=1e-12)
+        assert int(h.num_grad_evals[k]) == 16 and int(h.num_loss_evals[k]) == 0
+    assert int(r.evaluations) == int(np.sum(h.num_grad_evals) + np.sum(h.num_loss_evals))
+
+
+def test_auto_reusing_a_mixed_decision_mixes_as_auto_does():
+    """The noisy walk to a threshold (first order blind to it): a reused "mixed" decision
+    runs both families and auto's own mix — α near 0, within 4 standard errors of the
+    closed-form smoothed gradient, at 3N/2 losses and N gradients (no ladder)."""
+    obj, theta = walk()
+    truth = walk_gradient(0.45, 0.5)
+    auto = Auto(sigma=0.5, num_samples=512, decide_every=3)
+    est, plan = jax.jit(lambda: decide_or_reuse(auto, obj, theta, KEY, (
+        jnp.asarray(1, jnp.int32), jnp.asarray(0, jnp.int32), jnp.asarray(2, jnp.int32))))()  # fmt: skip
+    assert est.choice_name == "mixed" and np.isnan(float(est.z_gap))
+    assert float(est.alpha) < 0.1
+    assert abs(float(est.estimate[0]) - truth) < 4 * float(est.std_error[0])
+    assert int(est.num_loss_evals) == 3 * 256 and int(est.num_grad_evals) == 512
+    assert [int(v) for v in plan] == [1, 0, 1]  # the same choice, one reused step left

@@ -25,9 +25,10 @@ from ._checks import (
     is_concrete,
 )
 from ._policy import PolicyObjective
-from ._sigma import Relative, sigma_vector
-from .estimators import Estimator, GradientEstimate
+from ._sigma import scale_sigma, sigma_vector
+from .estimators import Auto, Estimator, GradientEstimate
 from .estimators._common import check_not_empty, check_sample_memory
+from .estimators.auto import decide_or_reuse, initial_plan
 from .estimators.policy import action_sigma
 
 Schedule = Callable[[Array], Array]
@@ -133,8 +134,10 @@ def _optimize(
             return loss
         return lambda th: loss(th, temperature)
 
+    reuse = isinstance(estimator, Auto) and estimator.decide_every is not None
+
     def body(carry, inputs):
-        theta, opt_state, evals = carry
+        theta, opt_state, evals, plan = carry
         k, step_key = inputs
         est, sigma = estimator, jnp.asarray(jnp.nan, dtype)
         if sigma0 is not None:
@@ -143,7 +146,7 @@ def _optimize(
                 sigma = _positive_in_loop("sigma_schedule", sigma_schedule(k), dtype)
                 est = estimator.with_sigma(sigma)
             elif anneal is not None:
-                scaled = _scale_sigma(sigma0, anneal(k))
+                scaled = scale_sigma(sigma0, anneal(k))
                 est = estimator.with_sigma(scaled)
                 sigma = largest_sigma(scaled, theta)
         if temp_schedule is None:
@@ -151,18 +154,22 @@ def _optimize(
         else:
             temp = _positive_in_loop("temperature_schedule", temp_schedule(k), dtype)
         loss_k = loss_at(temp)
-        r = est(loss_k, theta, step_key)
+        if reuse:  # decide on one step in K, reuse the chosen estimator in between
+            r, plan = decide_or_reuse(est, loss_k, theta, step_key, plan)
+        else:
+            r = est(loss_k, theta, step_key)
         updates, opt_state = optimizer.update(r.estimate, opt_state, theta)
         new_theta = optax.apply_updates(theta, updates)
         evals = evals + r.num_evals
         record = (theta, jnp.asarray(loss_k(theta), dtype), r, evals, sigma, temp)
         if callback is not None:
             jax.debug.callback(callback, k + 1)
-        return (new_theta, opt_state, evals), record
+        return (new_theta, opt_state, evals, plan), record
 
-    init = (theta0, optimizer.init(theta0), jnp.zeros((), jnp.int32))
+    init = (theta0, optimizer.init(theta0), jnp.zeros((), jnp.int32),
+            initial_plan() if reuse else ())  # fmt: skip
     xs = (jnp.arange(steps), jax.random.split(key, steps))
-    (theta, _, evals), rec = jax.lax.scan(body, init, xs)
+    (theta, _, evals, _), rec = jax.lax.scan(body, init, xs)
     if temp_schedule is None:
         final_temp = jnp.asarray(jnp.nan, dtype)
     else:
@@ -251,8 +258,6 @@ def optimize(
     if not callable(loss):
         raise TypeError(f"loss must be callable, got {loss!r}")
     if estimator is None:
-        from .estimators import Auto
-
         estimator = Auto()
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a diffsim.estimators.Estimator, got {estimator!r}")
@@ -320,13 +325,6 @@ class _Anneal(eqx.Module):
     def __call__(self, k: Array) -> Array:
         t = jnp.minimum(jnp.asarray(k) / self.span, 1.0)
         return self.end + 0.5 * (1 - self.end) * (1 + jnp.cos(jnp.pi * t))
-
-
-def _scale_sigma(sigma: Any, factor: Array) -> Any:
-    """σ in its own form, ``factor`` times (traceable)."""
-    if isinstance(sigma, Relative):
-        return Relative(sigma.scale * factor, sigma.floor)
-    return jax.tree_util.tree_map(lambda v: v * factor, sigma)
 
 
 def default_optimizer(theta0: Any, steps: int) -> optax.GradientTransformation:

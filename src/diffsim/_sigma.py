@@ -210,3 +210,11 @@ def describe(sigma: Any) -> str:
     if is_scalar_sigma(sigma):
         return f"{float(np.asarray(sigma)):g}" if is_concrete(sigma) else "traced"
     return "per component"
+
+
+def scale_sigma(sigma: Any, factor: Array) -> Any:
+    """σ in its own form, ``factor`` times (traceable): a :class:`Relative`'s scale, or
+    every leaf of a number or pytree."""
+    if isinstance(sigma, Relative):
+        return Relative(sigma.scale * factor, sigma.floor)
+    return jax.tree_util.tree_map(lambda v: v * factor, sigma)

@@ -55,10 +55,10 @@ from .._checks import as_arrays, check_in_range, check_int, check_key
 from .._rollout import prepare, rollout
 from .._sigma import Relative, describe
 from .._types import Inputs
-from ..estimators import AlphaOrder, Estimator, Exact, ZerothOrder
 from ..estimators import _evidence as ev
 from ..estimators._common import check_not_empty, check_sample_memory
 from ..estimators._evidence import CHOICES
+from ..estimators.auto import chosen_estimator
 from ..estimators.base import flatten_loss
 from ._measure import (
     DEFAULT_REL_STEPS,
@@ -414,7 +414,7 @@ def _report(
                   "stiffness" in names, "chaos" in names, bool(pending))
     )  # fmt: skip
     sigma_used = sampler.sigma_spec
-    estimator = recommended_estimator(code, sigma_used, m.num_samples)
+    estimator = chosen_estimator(code, sigma_used, m.num_samples)
     verdict: Verdict
     if flags:
         verdict, rec = "untrusted", recommend((f.name for f in flags), sigma)
@@ -443,18 +443,6 @@ def _report(
         sigma_used=sigma_used,
         widenings=sampler.widenings,
     )
-
-
-def recommended_estimator(code: int, sigma: Any, num_samples: int) -> Estimator | None:
-    """The configured estimator a :data:`~diffsim.estimators.CHOICES` code stands for."""
-    name = CHOICES[code]
-    if name == "exact":
-        return Exact()
-    if name == "none":
-        return None
-    n = max(4, int(num_samples) // 2 * 2)
-    cls = AlphaOrder if name == "mixed" else ZerothOrder
-    return cls(sigma=sigma, num_samples=n)
 
 
 def describe_estimator(est: Any) -> str:

@@ -18,6 +18,7 @@ from .alpha_order import AlphaOrder as AlphaOrder
 from .alpha_order import bernstein_radius as bernstein_radius
 from .alpha_order import choose_alpha as choose_alpha
 from .auto import Auto as Auto
+from .auto import chosen_estimator as chosen_estimator
 from .auto import describe_choice as describe_choice
 from .base import BASE_QUANTITIES as BASE_QUANTITIES
 from .base import QUANTITIES as QUANTITIES
@@ -82,6 +83,7 @@ __all__ = [
     "ZerothOrder",
     "bernstein_radius",
     "choose_alpha",
+    "chosen_estimator",
     "describe_choice",
     "make_estimator",
     "rollout_input_loss",

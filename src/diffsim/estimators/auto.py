@@ -40,15 +40,18 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .._checks import INT32_MAX, check_int
 from .._policy import PolicyObjective
 from .._sharding import check_devices, device_mesh
-from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
+from .._sigma import DEFAULT_SIGMA, check_sigma, scale_sigma, sigma_vector
 from . import _evidence as ev
 from ._common import as_count, call_args, samples_field, warn_resolution
 from ._evidence import CHOICES, REASONS, WIDEN
+from .alpha_order import AlphaOrder
 from .base import (
     SIGMA,
     Cost,
+    Estimator,
     GradientEstimate,
     Loss,
     Option,
@@ -56,8 +59,11 @@ from .base import (
     flatten_loss,
     make_result,
 )
+from .exact import Exact
+from .first_order import FirstOrder
+from .zeroth_order import ZerothOrder
 
-__all__ = ["CHOICES", "REASONS", "WIDEN", "Auto", "describe_choice"]
+__all__ = ["CHOICES", "REASONS", "WIDEN", "Auto", "chosen_estimator", "describe_choice"]
 
 
 def sample_sizes(num_samples: int, max_samples: int) -> tuple[int, ...]:
@@ -183,6 +189,17 @@ class Auto(SmoothingEstimator):
         devices: where the samples run (static): ``None`` (every device when there are
             several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
             estimate is the one-device estimate to float rounding (same key).
+        decide_every: in :func:`diffsim.optimize` (static; default ``None``: decide on
+            every step): decide on one step in K = ``decide_every`` and reuse the decision
+            on the K − 1 after it — the estimator it chose (:func:`chosen_estimator`: the
+            exact gradient, AoBG or ZoBG at the decision's σ and N; in the policy setting
+            FoBG for "exact" and auto's own mix of both families for "mixed") — deciding
+            again at once after a non-finite estimate. The
+            evidence costs ``1 + 2·k·m + N`` losses and ``1 + N`` gradients per decision
+            (in the policy setting ~``8·113 + 3N/2`` rollouts), so deciding on every step
+            pays 10–60× the simulator steps of the estimator it picks; reusing the
+            decision for K steps pays about the chosen estimator's. A call outside
+            ``optimize`` always decides.
 
     The estimate reports ``choice`` (its code; ``estimate.choice_name``, :data:`CHOICES`,
     :data:`REASONS`, and :func:`describe_choice` in words), ``sigma_used``, ``widenings``,
@@ -234,9 +251,18 @@ class Auto(SmoothingEstimator):
     )
 
     devices: Any = eqx.field(static=True, converter=check_devices, default=None)
+    decide_every: int | None = eqx.field(static=True, converter=as_count, default=None)
+
+    def __post_init__(self) -> None:
+        # resolved now, while σ is still the default object: inside ``jit`` an Auto is
+        # rebuilt from its leaves and the identity test below would see a copy
+        if self.max_widen is None:
+            self.max_widen = ev.MAX_WIDEN if self.sigma is DEFAULT_SIGMA else 0
 
     def __check_init__(self) -> None:
         samples_field("num_samples", self.num_samples, minimum=4)
+        if self.decide_every is not None:
+            check_int("decide_every", self.decide_every, minimum=1, maximum=INT32_MAX)
         samples_field("max_samples", self.max_samples, minimum=4)
         if self.num_samples % 2:
             raise ValueError(
@@ -265,11 +291,7 @@ class Auto(SmoothingEstimator):
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=4)
         if isinstance(loss, PolicyObjective):  # noise on every step's action
-            from .policy import policy_auto, prepare
-
-            sigma = prepare(loss, theta, self.sigma)
-            return policy_auto(loss, theta, key, sigma, self.num_samples, self.thresholds,
-                               device_mesh(self.devices), self.reports)  # fmt: skip
+            return self._policy(loss, theta, key)
         warn_resolution("sigma", self.sigma, theta)
         return _auto(
             loss,
@@ -283,6 +305,13 @@ class Auto(SmoothingEstimator):
             device_mesh(self.devices),
         )
 
+    def _policy(self, obj: PolicyObjective, theta: Any, key: Array, decided: Any = None):
+        from .policy import policy_auto, prepare
+
+        sigma = prepare(obj, theta, self.sigma)
+        return policy_auto(obj, theta, key, sigma, self.num_samples, self.thresholds,
+                           device_mesh(self.devices), self.reports, decided)  # fmt: skip
+
     def cost(self, dim: int) -> Cost:
         """The worst case: σ widened ``widen_rounds`` times (each round L(θ), ∇L(θ), the
         finite-difference ladder and N samples per family) and the last round doubled to
@@ -293,6 +322,94 @@ class Auto(SmoothingEstimator):
         rounds = self.widen_rounds
         return Cost((fixed + n) * rounds + fixed + cap, (1 + n) * rounds + 1 + cap,
                     cap + n + fixed)  # fmt: skip
+
+
+def chosen_estimator(
+    code: int, sigma: Any, num_samples: int, policy: bool = False
+) -> Estimator | None:
+    """The configured estimator a :data:`CHOICES` code stands for — what the doctor
+    recommends and what :class:`Auto` with ``decide_every`` reuses: ``Exact()`` (in the
+    policy setting, where no gradient is noise-free, ``FirstOrder``), ``AlphaOrder`` for
+    "mixed", ``ZerothOrder`` for "zeroth" (σ and an even N ≥ 4 given; in the policy setting
+    N/2 antithetic pairs, as auto draws them), ``None`` for "none".
+
+    Example:
+        >>> from diffsim.estimators import chosen_estimator
+        >>> chosen_estimator(0, 0.1, 32), chosen_estimator(2, 0.1, 32).num_samples
+        (Exact(), 32)
+        >>> type(chosen_estimator(0, 0.1, 32, policy=True)).__name__
+        'FirstOrder'
+    """
+    name = CHOICES[int(code)]
+    n = max(4, int(num_samples) // 2 * 2)
+    if name == "exact":
+        return FirstOrder(sigma=sigma, num_samples=n) if policy else Exact()
+    if name == "none":
+        return None
+    if name == "mixed":
+        return AlphaOrder(sigma=sigma, num_samples=n)
+    return ZerothOrder(sigma=sigma, num_samples=n, antithetic=policy)
+
+
+REUSED = (ev.EXACT, ev.MIXED, ev.ZEROTH_PLATEAU)
+"""The choices a reused decision runs (every zeroth-order code runs ``ZerothOrder``)."""
+
+
+def initial_plan() -> tuple[Array, Array, Array]:
+    """The state :func:`decide_or_reuse` carries: (choice, widenings, steps left)."""
+    zero = jnp.zeros((), jnp.int32)
+    return zero, zero, zero
+
+
+def decide_or_reuse(
+    auto: Auto, loss: Loss, theta: Any, key: Array, plan: tuple[Array, Array, Array]
+) -> tuple[GradientEstimate, tuple[Array, Array, Array]]:
+    """One step of a loop with ``auto.decide_every = K`` (traceable; ``plan`` from
+    :func:`initial_plan`): the full decision when no steps are left (or the last decision
+    was "none"), else the chosen estimator at the decision's σ (widened as it was) and N —
+    in the policy setting a "mixed" decision runs both families and auto's own mix (α at
+    a tolerated bias of the ZoBG mean's SE), elsewhere :func:`chosen_estimator`'s.
+    The estimate reports the choice it ran, ``z_gap`` NaN on a reused step."""
+    code, widened, left = plan
+    every = auto.decide_every or 1
+    policy = isinstance(loss, PolicyObjective)
+    template = jax.eval_shape(lambda: auto(loss, theta, key))
+
+    def uniform(r: GradientEstimate, choice: Array, z_gap: Array, widenings: Array):
+        r = dataclasses.replace(r, choice=choice, z_gap=z_gap, widenings=widenings,
+                                reports=Auto.reports)  # fmt: skip
+        return jax.tree_util.tree_map(lambda a, t: jnp.asarray(a, t.dtype), r, template)
+
+    def decide():
+        r = auto(loss, theta, key)
+        return uniform(r, r.choice, r.z_gap, r.widenings)
+
+    def reuse(c: int):
+        def run():
+            factor = jnp.asarray(WIDEN, template.alpha.dtype) ** widened
+            sigma = scale_sigma(auto.sigma, factor)
+            if isinstance(loss, PolicyObjective) and c == ev.MIXED:  # auto's own mix
+                r = auto._policy(loss, theta, key, decided=c)
+            else:
+                est = chosen_estimator(c, sigma, auto.num_samples, policy)
+                assert est is not None
+                r = est(loss, theta, key)
+            return uniform(r, code, jnp.full_like(template.z_gap, jnp.nan), widened)
+
+        return run
+
+    table = np.zeros(len(CHOICES), np.int32)
+    for i, name in enumerate(CHOICES):
+        table[i] = 1 + [CHOICES[c] for c in REUSED].index(name if name != "none" else "exact")
+    branch = jnp.where((left <= 0) | (code == ev.NONE), 0, jnp.asarray(table)[code])
+    r = jax.lax.switch(branch, [decide, *(reuse(c) for c in REUSED)])
+    decided = branch == 0
+    finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(v))
+                                for v in jax.tree_util.tree_leaves(r.estimate)]))  # fmt: skip
+    left = jnp.where(decided, every - 1, left - 1)
+    left = jnp.where(finite, left, 0).astype(jnp.int32)
+    widened = jnp.where(decided, r.widenings, widened).astype(jnp.int32)
+    return r, (r.choice, widened, left)
 
 
 def describe_choice(estimate: GradientEstimate) -> str:

@@ -165,7 +165,12 @@ def policy_alpha(
 
 
 @eqx.filter_jit
-def policy_auto(obj, theta, key, sigma, n, thresholds, mesh, reports) -> GradientEstimate:
+def policy_auto(
+    obj, theta, key, sigma, n, thresholds, mesh, reports, decided=None
+) -> GradientEstimate:
+    """Auto in the policy setting; ``decided`` (a choice code, traced or not): the decision
+    is given, so no ladder and no noise-free gradients are paid for — the two families and
+    auto's own mix for that choice (``choice`` then reports it, ``z_gap`` NaN)."""
     sig, shape = sigma
     x, unravel = ravel_pytree(theta)
     dt = x.dtype
@@ -174,6 +179,18 @@ def policy_auto(obj, theta, key, sigma, n, thresholds, mesh, reports) -> Gradien
     k0, k1, k_dir = jax.random.split(key, 3)
     g0, _, changes, evals0 = zeroth_samples(obj, theta, sig, k0, n, True, mesh)
     (g1, g1u), states = first_samples(obj, theta, sig, k1, n, mesh)
+    if decided is not None:
+        finite1 = jnp.all(jnp.isfinite(g1u))
+        m0, se0, var0 = mean_and_stats(g0)
+        m1, se1, var1 = mean_and_stats(jnp.where(finite1, g1, 0.0))
+        choice = jnp.asarray(decided, jnp.int32)
+        mix = ev.mix_by_choice(choice, m0, se0, var0, m1, se1, var1, finite1, dt)
+        return make_result(
+            unravel, mix.mean.astype(dt), mix.se.astype(dt), num_loss_evals=evals0,
+            num_grad_evals=n, variance=mix.variance, zeroth_variance=var0,
+            first_variance=var1, alpha=mix.alpha, bias_gap=mix.bias_gap, sigma_used=sbar,
+            choice=choice, z_gap=jnp.nan, widenings=0, reports=reports,
+        )  # fmt: skip
     g1y = g1u * scale.ravel()
 
     # the ladder: the noise-free cost over the first states, along directions of y

@@ -281,3 +281,18 @@ def test_a_reused_plateau_decision_keeps_its_widened_sigma():
 def test_decide_every_is_validated(bad):
     with pytest.raises((ValueError, TypeError), match="decide_every"):
         Auto(decide_every=bad)
+
+
+def test_the_default_sigma_widens_inside_optimize_and_jit():
+    """Auto's default σ may widen (twice): decided when the estimator is built, so a copy
+    rebuilt inside ``jit`` (``optimize``'s loop, a user's ``jax.jit``) keeps it — before, the
+    default-σ test was an identity test that a rebuilt copy failed, and ``optimize``'s auto
+    answered a plateau with the exact gradient, 0."""
+    step = lambda t: jnp.where(t > 1.0, 1.0, 0.0)  # noqa: E731
+    auto, theta = Auto(num_samples=16), jnp.asarray(0.5)
+    assert auto.max_widen == 2 and Auto(sigma=0.1).max_widen == 0
+    r = jax.jit(lambda est, t: est(step, t, KEYS[0]))(auto, theta)
+    assert int(r.widenings) == 2 and CHOICES[int(r.choice)] == "zeroth"
+    run = diffsim.optimize(step, theta, auto, steps=2, key=KEYS[1], sigma_anneal=None)
+    np.testing.assert_array_equal(run.history.estimate.widenings, [2, 2])
+    assert float(run.history.estimate.estimate[0]) > 0  # toward the step, not 0

@@ -121,7 +121,10 @@ def _control_blocks(record: list[str]) -> list[list[str]]:
     return [record[a:b] for a, b in zip(starts, [*starts[1:], len(record)], strict=True)]
 
 
-def _check_control_record(name: str, tasks: list[str]) -> None:
+def _check_control_record(
+    name: str, tasks: list[str], labels: tuple[str, ...] = ("FoBG", "ZoBG", "AoBG", "auto",
+                                                            "OpenAI-ES", "sep-CMA-ES")
+) -> None:  # fmt: skip
     record = (ROOT / "docs/records" / name).read_text().splitlines()
     assert record[0].startswith("# python -m benchmarks.control --task " + tasks[0])
     guide = (ROOT / "docs/guides/control.md").read_text()
@@ -129,9 +132,7 @@ def _check_control_record(name: str, tasks: list[str]) -> None:
     assert [b[0].split(":")[0] for b in blocks] == tasks
     for block in blocks:
         rows = [r for r in block[2:] if not r.startswith("evosax")]
-        assert [r.split()[0] for r in rows] == [
-            "FoBG", "ZoBG", "AoBG", "auto", "OpenAI-ES", "sep-CMA-ES"
-        ]  # fmt: skip
+        assert [r.split()[0].rstrip(",") for r in rows] == list(labels)
         assert "```text\n" + "\n".join(block[1:]) + "\n```" in guide
 
 
@@ -151,6 +152,13 @@ def test_control_guide_trajopt_tables_are_the_recorded_run():
     """The three trajectory-optimisation tables in the control guide are the record's rows
     verbatim, one per task, under the command that produced them."""
     _check_control_record("control-trajopt.txt", ["push-soft", "push-stiff", "friction"])
+
+
+def test_control_guide_auto_every_tables_are_the_recorded_run():
+    """The tables of auto deciding once in K steps, beside FoBG, are the record's rows
+    verbatim, under the command that made them."""
+    tasks = ["tennis", "push-soft", "push-stiff", "friction", "pendulum"]
+    _check_control_record("control-auto-every.txt", tasks, ("FoBG", "auto"))
 
 
 def test_control_guide_apg_rows_are_the_recorded_run():

@@ -19,6 +19,7 @@ import pytest
 from conftest import cli_runner
 from diffsim import TASKS, rollout
 from diffsim.cli import app
+from diffsim.estimators import Auto
 from diffsim.systems import box_trajopt as bt
 
 runner = cli_runner()
@@ -120,6 +121,23 @@ def test_cli_train_is_the_library_run():
     assert got["loss_final"] < got["loss_initial"]
 
 
+def test_cli_train_deciding_every_k_steps_is_the_library_run():
+    """``diffsim train -e auto --decide-every 3`` is ``Task.train`` with
+    ``Auto(decide_every=3)`` (the task's σ and N): the same losses and evaluations."""
+    out = runner.invoke(
+        app, ["train", "--task", "push-soft", "--decide-every", "3", "--steps", "6", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    task = TASKS["push-soft"]
+    est = Auto(sigma=task.sigma, num_samples=task.num_samples, decide_every=3)
+    r = task.train(est, key=jax.random.PRNGKey(0), steps=6)
+    np.testing.assert_allclose(got["history"]["loss"], np.asarray(r.history.loss), rtol=1e-12)
+    assert got["evaluations"] == int(r.evaluations) and got["decide_every"] == 3
+    decided = np.isfinite(np.asarray(r.history.estimate.z_gap))
+    np.testing.assert_array_equal(decided, [True, False, False, True, False, False])
+
+
 def test_training_a_task_again_compiles_nothing(caplog):
     """A second ``Task.train`` with another key reuses the first's compiled run (the loss
     and optimiser are built once per task), and gives the same numbers as a first run."""
@@ -139,6 +157,11 @@ def test_training_a_task_again_compiles_nothing(caplog):
         (["--task", "friction", "-e", "exact"], "estimator must be one of"),
         (["--task", "friction", "--steps", "-1"], "--steps must be an integer >= 0"),
         (["--task", "friction", "--seed", "-1"], "--seed"),
+        (["--task", "friction", "--decide-every", "-2"], "--decide-every must be an integer >= 0"),
+        (
+            ["--task", "friction", "-e", "first", "--decide-every", "5"],
+            "--decide-every is an option of --estimator auto",
+        ),
     ],
 )
 def test_cli_train_bad_input_one_line_exit_2(args, message):

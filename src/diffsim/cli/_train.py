@@ -5,6 +5,7 @@ A thin shell over :data:`diffsim.TASKS` (:meth:`diffsim.Task.train`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import jax
@@ -39,6 +40,12 @@ def train_cmd(
         "auto", "--estimator", "-e", help=f"One of {', '.join(Task.estimators)} (σ, N: the task's)."
     ),
     steps: int = typer.Option(0, "--steps", help="Iterations (0: the experiment's)."),
+    decide_every: int = typer.Option(
+        0,
+        "--decide-every",
+        help="auto only: decide on one step in K, reuse the chosen "
+        "estimator between (0: decide on every step).",
+    ),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -49,12 +56,18 @@ def train_cmd(
         raise CLIError(f"estimator must be one of {', '.join(Task.estimators)}, got {estimator!r}")
     steps = check_count("steps", steps, 0, MAX_STEPS, "a run that long is for the API")
     steps = steps or spec.steps
+    decide_every = check_count("decide-every", decide_every, 0, MAX_STEPS, "as --steps")
+    if decide_every and estimator != "auto":
+        raise CLIError(f"--decide-every is an option of --estimator auto, not {estimator}")
+    est = spec.estimator(estimator)
+    if decide_every:
+        est = dataclasses.replace(est, decide_every=decide_every)
     check_seed(seed)
     start = time.perf_counter()
     # a rough per-iteration cost, only to decide whether a progress bar is worth showing
     guess = steps * (0.5 if spec.score is not None else 0.01) * (4 if estimator == "auto" else 1)
     with progress_bar(f"train {spec.name}", steps, guess, json_out) as advance:
-        r = spec.train(estimator, key=jax.random.PRNGKey(seed), steps=steps,
+        r = spec.train(est, key=jax.random.PRNGKey(seed), steps=steps,
                        callback=lambda k: advance(completed=int(k)))  # fmt: skip
         jax.block_until_ready(r)
     seconds = time.perf_counter() - start
@@ -66,6 +79,7 @@ def train_cmd(
         "estimator": estimator,
         "sigma": spec.sigma,
         "samples": spec.num_samples,
+        "decide_every": decide_every or None,
         "iterations": steps,
         "dtype": precision_name(),
         "loss_initial": loss0,
@@ -78,11 +92,15 @@ def train_cmd(
     if spec.score is not None:
         out[spec.score_name.replace(" ", "_")] = float(spec.score(loss, r.theta))
     inputs = f"--task {spec.name} --estimator {estimator} --steps {steps} --seed {seed}"
+    if decide_every:
+        inputs += f" --decide-every {decide_every}"
     require_finite_answer(out, keys, inputs)
     if json_out:
         print_json(out)
         return
     title = f"{spec.name} with {estimator}: σ = {spec.sigma:g}, N = {spec.num_samples}"
+    if decide_every:
+        title += f", deciding on one step in {decide_every}"
     table = titled_table(title)
     table.add_column("iterate k", justify="right")
     table.add_column("loss L(θ_k)", justify="right")

@@ -29,6 +29,7 @@ the table reports.
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import functools
 import shutil
 import tempfile
@@ -110,6 +111,69 @@ def make_env(action_scale: float = ACTION_SCALE, iterations: int = 1) -> Any:
     return _env_class()(action_scale, iterations)
 
 
+TENNIS_ACTION_SCALE = 2.0
+"""Tennis: ``u = TENNIS_ACTION_SCALE · action`` (APG's policy ends in a tanh): paddle speeds up
+to 2 m/s and 2 rad/s, about 2.5× the largest command of FoBG's trained policy (seed 0, the
+task's recipe) over 200 held-out balls (0.79 m/s; 0.49, 0.79, 0.28 per component)."""
+
+
+def _objective_env_class():
+    from brax.envs.base import Env, State
+
+    class ObjectiveEnv(Env):
+        """A diffsim task whose step is plain JAX (tennis), as a Brax ``Env``: the state is
+        ``(x, k)`` (k the step within the episode), ``reset`` draws the objective's x₁,
+        ``step`` is the objective's step with ``u = scale · action``, the reward minus its
+        per-step cost of the state before the step and that ``u``, minus the terminal cost
+        on the episode's last step (so an episode's return is minus diffsim's V)."""
+
+        def __init__(self, task: str, action_scale: float):
+            self._obj = TASKS[task].problem()[0]
+            self._scale = action_scale
+            x0 = self._obj.initial_state(jax.random.PRNGKey(0))
+            self._obs_size = int(np.size(self._observe(x0)))
+            theta0 = TASKS[task].problem()[1]
+            self._act_size = int(np.prod(self._obj.check(theta0)))
+
+        def _observe(self, x):
+            return x if self._obj.observe is None else self._obj.observe(x)
+
+        def reset(self, rng: jax.Array) -> State:
+            x = self._obj.initial_state(rng)
+            zero = jnp.zeros((), x.dtype)
+            return State((x, jnp.zeros((), jnp.int32)), self._observe(x), zero, zero)
+
+        def step(self, state: State, action: jax.Array) -> State:
+            x, k = state.pipeline_state
+            u = self._scale * action
+            x1, k1 = self._obj.step(x, self._obj.params, u), k + 1
+            reward = -self._obj.cost(x, u)
+            if self._obj.terminal_cost is not None:
+                last = k1 == self._obj.horizon
+                reward = reward - jnp.where(last, self._obj.terminal_cost(x1), 0.0)
+            return state.replace(pipeline_state=(x1, k1), obs=self._observe(x1), reward=reward)
+
+        @property
+        def observation_size(self) -> int:
+            return self._obs_size
+
+        @property
+        def action_size(self) -> int:
+            return self._act_size
+
+        @property
+        def backend(self) -> str:
+            return "diffsim"
+
+    return ObjectiveEnv
+
+
+@functools.cache
+def make_objective_env(task: str, action_scale: float) -> Any:
+    """The Brax env of a diffsim task whose step is plain JAX (tennis; ``brax`` needed)."""
+    return _objective_env_class()(task, action_scale)
+
+
 class APGResult(NamedTuple):
     loss: float
     """diffsim's noise-free mean cost over the objective's 16 fixed initial states."""
@@ -160,29 +224,25 @@ def diffsim_policy(make_policy, params, action_scale: float = ACTION_SCALE):
     return policy
 
 
-def score(make_policy, params) -> tuple[float, float]:
-    """(loss, held-out fraction balanced) of APG's policy by diffsim's own rollout."""
-    loss = _objective()
-    obj = PolicyObjective(
-        loss.step,
-        diffsim_policy(make_policy, params),
-        loss.initial_state,
-        loss.cost,
-        loss.horizon,
-        params=loss.params,
-        observe=loss.observe,
-        num_states=loss.num_states,
-        key=loss.key,
-    )
+def score(make_policy, params, task: str = "pendulum",
+          action_scale: float = ACTION_SCALE) -> tuple[float, float]:  # fmt: skip
+    """(loss, held-out score) of APG's policy by diffsim's own rollout: the task's
+    objective with APG's deterministic policy, and the task's score (pendulum: poles
+    balanced; tennis: balls returned)."""
+    spec = TASKS[task]
+    loss = spec.problem()[0]
+    assert isinstance(loss, PolicyObjective) and spec.score is not None
+    obj = dataclasses.replace(loss, policy=diffsim_policy(make_policy, params, action_scale))
     value = float(jax.jit(lambda p: obj(p))(params))
-    frac = float(jax.jit(lambda p: control.balanced(obj, p))(params))
+    frac = float(jax.jit(lambda p: spec.score(obj, p))(params))  # type: ignore[misc]
     return value, frac
 
 
 def train_apg(seed: int, steps: int = FOBG_STEPS, *, linear: bool = False,
-              num_envs: int = NUM_ENVS) -> APGResult:  # fmt: skip
-    """Brax APG on :class:`PendulumEnv` for ``steps`` simulator steps (rounded down to whole
-    updates of ``num_envs × HORIZON_LENGTH``), Brax's defaults otherwise; scored by
+              num_envs: int = NUM_ENVS, task: str = "pendulum") -> APGResult:  # fmt: skip
+    """Brax APG on the task's env (pendulum: :class:`PendulumEnv` on Brax's MJX pipeline;
+    tennis: :func:`make_objective_env`) for ``steps`` simulator steps (rounded down to
+    whole updates of ``num_envs × HORIZON_LENGTH``), Brax's defaults otherwise; scored by
     diffsim (see the module docstring)."""
     apg = _brax_apg()
     updates = steps // (num_envs * HORIZON_LENGTH)
@@ -195,9 +255,14 @@ def train_apg(seed: int, steps: int = FOBG_STEPS, *, linear: bool = False,
             walltime.append(float(metrics["training/walltime"]))
 
     t = time.perf_counter()
+    if task == "pendulum":
+        env, scale = make_env(), ACTION_SCALE
+    else:
+        env, scale = make_objective_env(task, TENNIS_ACTION_SCALE), TENNIS_ACTION_SCALE
+    horizon = TASKS[task].problem()[0].horizon
     make_policy, params, _ = apg.train(
-        make_env(),
-        episode_length=control.PENDULUM_HORIZON,
+        env,
+        episode_length=horizon,
         policy_updates=updates,
         horizon_length=HORIZON_LENGTH,
         num_envs=num_envs,
@@ -211,13 +276,15 @@ def train_apg(seed: int, steps: int = FOBG_STEPS, *, linear: bool = False,
     jax.block_until_ready(params)
     total = time.perf_counter() - t
     run_s = walltime[-1] if walltime else float("nan")
-    loss, frac = score(make_policy, params)
+    loss, frac = score(make_policy, params, task, scale)
     return APGResult(loss, frac, updates * num_envs * HORIZON_LENGTH, total - run_s, run_s, total)
 
 
-def rows(seeds: int, steps: int = FOBG_STEPS, row=None) -> list[str]:
+def rows(seeds: int, steps: int = FOBG_STEPS, row=None, task: str = "pendulum",
+         num_envs: int = NUM_ENVS) -> list[str]:  # fmt: skip
     """The table's "Brax APG" and "Brax APG (linear)" rows (``row``: the table's
     formatter ``(label, costs, fracs, evals, times) -> str``)."""
+    horizon = TASKS[task].problem()[0].horizon
     if not jax.config.jax_compilation_cache_dir:
         # Brax's train jits fresh closures on every call: without a persistent cache every
         # seed compiles again; with it the seeds after the first load the programs
@@ -227,7 +294,8 @@ def rows(seeds: int, steps: int = FOBG_STEPS, row=None) -> list[str]:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     out = []
     for label, linear in (("Brax APG", False), ("Brax APG (linear)", True)):
-        results = [train_apg(seed, steps, linear=linear) for seed in range(seeds)]
+        results = [train_apg(seed, steps, linear=linear, num_envs=num_envs, task=task)
+                   for seed in range(seeds)]  # fmt: skip
         times = [r.total_s for r in results]
         loop = [r.run_s for r in results[1:]] or [results[0].run_s]  # as run s: later seeds
         out.append(
@@ -235,7 +303,7 @@ def rows(seeds: int, steps: int = FOBG_STEPS, row=None) -> list[str]:
                 label,
                 [r.loss for r in results],
                 [r.score for r in results],
-                [r.steps // control.PENDULUM_HORIZON for r in results],
+                [r.steps // horizon for r in results],
                 times,
             )
             + f"  {results[0].steps} steps, Brax loop {np.median(loop):.1f} s"

@@ -31,9 +31,9 @@ mean (that evaluation not counted, as ``optimize``'s loss is not). Times, for ev
 ``run s`` is the median wall time of a seed after the first, ``compile s`` the first seed's
 extra time (tracing and compiling; later seeds reuse the compiled run, as
 :meth:`~diffsim.Task.train` and the ES's one ``jax.jit`` do).
-Brax APG (``--task pendulum``; ``--no-apg`` skips it, ``--only-apg`` runs it alone; it needs
-``brax``): :mod:`benchmarks._apg`, the same task as a Brax ``PipelineEnv`` on the ``mjx``
-backend (the same MJCF, observation, initial states and horizon, reward minus the same
+Brax APG (``--task pendulum``, ``tennis``; ``--no-apg`` skips it, ``--only-apg`` runs it
+alone; it needs ``brax``): :mod:`benchmarks._apg`, the pendulum as a Brax ``PipelineEnv`` on
+the ``mjx`` backend (the same MJCF, observation, initial states and horizon, reward minus the same
 per-step cost), trained by ``brax.training.agents.apg.train.train`` with Brax's defaults but
 for the episode length (100), 16 environments, one evaluation, ``use_float64``, and
 ``opt.iterations = 1`` in the env's model (reverse mode cannot go through MJX's
@@ -43,7 +43,11 @@ other row. "Brax APG" is Brax's default policy network (4 × 32, ELU, layer norm
 "Brax APG (linear)" the same factory with ``hidden_layer_sizes=()`` (tanh of a linear map).
 ``evaluations`` there is steps / 100 (rollout-equivalents); Brax re-traces its loop on every
 call, so its ``run s`` includes tracing (its compiled programs come from a persistent cache
-after the first seed).
+after the first seed). Tennis (``--task tennis``): no Brax pipeline simulates it, so its env
+is diffsim's own step as a Brax ``Env`` (:func:`benchmarks._apg.make_objective_env`: the same
+initial states, per-step cost, and the terminal cost as the episode's last reward), 200
+environments (FoBG's N), episodes of 200 steps, ``u = 2·tanh(·)``; scored on the held-out
+balls by diffsim's rollout.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ sweep, population 10, 20, 50 and learning rate 0.1, 0.3, 1 σ, on the trajectory
 optimisations' seeds 0–2)."""
 OPENAI_ES_LR = 0.3
 """OpenAI-ES's Adam learning rate, in units of σ."""
+APG_TASKS = {"pendulum": 16, "tennis": 200}
+"""The tasks with Brax APG rows, and APG's parallel environments there (FoBG's N)."""
 EVOSAX = "the ES baselines need evosax: pip install evosax (or --no-es to skip them)"
 
 
@@ -214,20 +220,25 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
 
 
 def _apg_rows(task: str, seeds: int, budget: int, loss) -> list[str]:
-    """Brax APG's rows at FoBG's ``budget`` rollouts (pendulum only; see the docstring)."""
-    if task != "pendulum":
+    """Brax APG's rows at FoBG's ``budget`` rollouts (pendulum and tennis; see the
+    docstring)."""
+    if task not in APG_TASKS:
         return []
     from benchmarks import _apg
 
     horizon = loss.horizon
+    envs = APG_TASKS[task]
+    scale = _apg.TENNIS_ACTION_SCALE
+    what = ("opt.iterations = 1" if task == "pendulum"
+            else f"diffsim's step as a Brax Env, u = {scale:g}·tanh")  # fmt: skip
     head = (
         f"Brax APG (brax {importlib.metadata.version('brax')}), at FoBG's {budget} rollouts "
-        f"({budget * horizon} steps, rounded down to updates of {_apg.NUM_ENVS} envs × "
+        f"({budget * horizon} steps, rounded down to updates of {envs} envs × "
         f"{_apg.HORIZON_LENGTH} steps): Brax's defaults (Adam 1e-4 decaying 0.997 an update), "
-        "opt.iterations = 1; scored by diffsim's rollout"
+        f"{what}; scored by diffsim's rollout"
     )
     print(head, flush=True)
-    return [head, *_apg.rows(seeds, budget * horizon, _row)]
+    return [head, *_apg.rows(seeds, budget * horizon, _row, task, envs)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,9 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-es", dest="es", action="store_false",
                    help="skip the evolution strategies (they need evosax)")  # fmt: skip
     p.add_argument("--no-apg", dest="apg", action="store_false",
-                   help="skip Brax APG (pendulum only; it needs brax)")  # fmt: skip
+                   help="skip Brax APG (pendulum and tennis; it needs brax)")  # fmt: skip
     p.add_argument("--only-apg", action="store_true",
-                   help="Brax APG's rows alone (pendulum; the others take minutes)")  # fmt: skip
+                   help="Brax APG's rows alone (pendulum, tennis)")  # fmt: skip
     a = p.parse_args(argv)
     if a.es and not a.only_apg:
         _evosax()  # before any training: say at once how to install it

@@ -12,6 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import diffsim
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the benchmarks package
 pytest.importorskip("brax")
 pytest.importorskip("mujoco.mjx")
@@ -62,3 +64,39 @@ def test_tiny_apg_training_is_finite_and_counts_its_steps():
     assert math.isfinite(r.loss) and r.loss > 0
     assert 0.0 <= r.score <= 1.0
     assert all(math.isfinite(t) and t >= 0 for t in (r.compile_s, r.run_s, r.total_s))
+
+
+def test_tennis_env_return_is_minus_diffsims_cost():
+    """The tennis env (diffsim's step as a Brax ``Env``): from the reset's initial state, an
+    episode driven by a linear policy returns minus diffsim's V of that policy from that
+    state (per-step costs and the terminal cost on the last step), to 1e-9 relative."""
+    scale = _apg.TENNIS_ACTION_SCALE
+    env = _apg.make_objective_env("tennis", scale)
+    obj = diffsim.TASKS["tennis"].problem()[0]
+    theta = 0.3 * jax.random.normal(jax.random.PRNGKey(1), (3, 7), jnp.float64)
+
+    @jax.jit
+    def episode(key):
+        def one(state, _):
+            action = diffsim.linear_policy(state.obs, theta) / scale
+            state = env.step(state, action)
+            return state, state.reward
+
+        s0 = env.reset(key)
+        _, rewards = jax.lax.scan(one, s0, None, length=obj.horizon)
+        return jnp.sum(rewards), s0.pipeline_state[0]
+
+    for k in jax.random.split(jax.random.PRNGKey(4), 3):
+        ret, x0 = episode(k)
+        np.testing.assert_allclose(x0, obj.initial_state(k), rtol=0, atol=1e-15)
+        v = float(obj.value(theta, x0))
+        assert v > 1.0
+        assert abs(float(ret) + v) <= 1e-9 * v
+    assert (env.observation_size, env.action_size) == (7, 3)
+
+
+def test_tiny_apg_training_on_tennis_is_finite():
+    steps = 2 * 200 * _apg.HORIZON_LENGTH  # two policy updates of 200 envs
+    r = _apg.train_apg(0, steps, linear=True, num_envs=200, task="tennis")
+    assert r.steps == steps
+    assert math.isfinite(r.loss) and r.loss > 0 and 0.0 <= r.score <= 1.0

@@ -239,15 +239,16 @@ def score(make_policy, params, task: str = "pendulum",
 
 
 def train_apg(seed: int, steps: int = FOBG_STEPS, *, linear: bool = False,
-              num_envs: int = NUM_ENVS, task: str = "pendulum") -> APGResult:  # fmt: skip
+              num_envs: int = NUM_ENVS, task: str = "pendulum",
+              horizon_length: int = HORIZON_LENGTH) -> APGResult:  # fmt: skip
     """Brax APG on the task's env (pendulum: :class:`PendulumEnv` on Brax's MJX pipeline;
     tennis: :func:`make_objective_env`) for ``steps`` simulator steps (rounded down to
-    whole updates of ``num_envs × HORIZON_LENGTH``), Brax's defaults otherwise; scored by
+    whole updates of ``num_envs × horizon_length``), Brax's defaults otherwise; scored by
     diffsim (see the module docstring)."""
     apg = _brax_apg()
-    updates = steps // (num_envs * HORIZON_LENGTH)
+    updates = steps // (num_envs * horizon_length)
     if updates < 1:
-        raise ValueError(f"steps must be >= {num_envs * HORIZON_LENGTH}, got {steps}")
+        raise ValueError(f"steps must be >= {num_envs * horizon_length}, got {steps}")
     walltime: list[float] = []
 
     def progress(_, metrics):
@@ -264,7 +265,7 @@ def train_apg(seed: int, steps: int = FOBG_STEPS, *, linear: bool = False,
         env,
         episode_length=horizon,
         policy_updates=updates,
-        horizon_length=HORIZON_LENGTH,
+        horizon_length=horizon_length,
         num_envs=num_envs,
         num_evals=1,
         num_eval_envs=NUM_EVAL_ENVS,
@@ -277,7 +278,7 @@ def train_apg(seed: int, steps: int = FOBG_STEPS, *, linear: bool = False,
     total = time.perf_counter() - t
     run_s = walltime[-1] if walltime else float("nan")
     loss, frac = score(make_policy, params, task, scale)
-    return APGResult(loss, frac, updates * num_envs * HORIZON_LENGTH, total - run_s, run_s, total)
+    return APGResult(loss, frac, updates * num_envs * horizon_length, total - run_s, run_s, total)
 
 
 def rows(seeds: int, steps: int = FOBG_STEPS, row=None, task: str = "pendulum",
@@ -293,9 +294,12 @@ def rows(seeds: int, steps: int = FOBG_STEPS, row=None, task: str = "pendulum",
         jax.config.update("jax_compilation_cache_dir", cache)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     out = []
-    for label, linear in (("Brax APG", False), ("Brax APG (linear)", True)):
-        results = [train_apg(seed, steps, linear=linear, num_envs=num_envs, task=task)
-                   for seed in range(seeds)]  # fmt: skip
+    variants = [("Brax APG", False, HORIZON_LENGTH), ("Brax APG (linear)", True, HORIZON_LENGTH)]
+    if task != "pendulum":  # the whole episode in one window, as FoBG differentiates it
+        variants.append((f"Brax APG (H={horizon})", False, horizon))
+    for label, linear, window in variants:
+        results = [train_apg(seed, steps, linear=linear, num_envs=num_envs, task=task,
+                             horizon_length=window) for seed in range(seeds)]  # fmt: skip
         times = [r.total_s for r in results]
         loop = [r.run_s for r in results[1:]] or [results[0].run_s]  # as run s: later seeds
         out.append(

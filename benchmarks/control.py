@@ -230,7 +230,8 @@ def _apg_rows(task: str, seeds: int, budget: int, loss) -> list[str]:
     envs = APG_TASKS[task]
     scale = _apg.TENNIS_ACTION_SCALE
     what = ("opt.iterations = 1" if task == "pendulum"
-            else f"diffsim's step as a Brax Env, u = {scale:g}·tanh")  # fmt: skip
+            else f"diffsim's step as a Brax Env, u = {scale:g}·tanh; the H={horizon} row "
+            f"differentiates whole episodes, updates of {envs} envs × {horizon} steps")  # fmt: skip
     head = (
         f"Brax APG (brax {importlib.metadata.version('brax')}), at FoBG's {budget} rollouts "
         f"({budget * horizon} steps, rounded down to updates of {envs} envs × "

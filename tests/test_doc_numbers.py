@@ -9,6 +9,8 @@ import math
 import pathlib
 import re
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ROWS = {  # the table's row label -> the record's row
     "**diffsim**, reverse": "diffsim",
@@ -161,13 +163,17 @@ def test_control_guide_auto_every_tables_are_the_recorded_run():
     _check_control_record("control-auto-every.txt", tasks, ("FoBG", "auto"))
 
 
-def test_control_guide_apg_rows_are_the_recorded_run():
+@pytest.mark.parametrize(
+    ("name", "task"), [("control-apg.txt", "pendulum"), ("control-apg-tennis.txt", "tennis")]
+)
+def test_control_guide_apg_rows_are_the_recorded_run(name, task):
     """The Brax APG rows in the control guide are the record's verbatim, under the command
     that produced them."""
-    record = (ROOT / "docs/records/control-apg.txt").read_text().splitlines()
-    assert record[0].startswith("# python -m benchmarks.control --task pendulum")
+    record = (ROOT / "docs/records" / name).read_text().splitlines()
+    assert record[0].startswith(f"# python -m benchmarks.control --task {task}")
     rows = [r for r in record if r.startswith("Brax APG ") and "Brax loop" in r]
-    assert [r.split("  ")[0].strip() for r in rows] == ["Brax APG", "Brax APG (linear)"]
+    labels = ["Brax APG", "Brax APG (linear)"] + (["Brax APG (H=200)"] if task == "tennis" else [])
+    assert [r.split("  ")[0].strip() for r in rows] == labels
     guide = (ROOT / "docs/guides/control.md").read_text()
     assert "```text\n" + "\n".join([record[2], *rows]) + "\n```" in guide
 

@@ -194,12 +194,11 @@ class Auto(SmoothingEstimator):
             on the K − 1 after it — the estimator it chose (:func:`chosen_estimator`: the
             exact gradient, AoBG or ZoBG at the decision's σ and N; in the policy setting
             FoBG for "exact" and auto's own mix of both families for "mixed") — deciding
-            again at once after a non-finite estimate. The
-            evidence costs ``1 + 2·k·m + N`` losses and ``1 + N`` gradients per decision
-            (in the policy setting ~``8·113 + 3N/2`` rollouts), so deciding on every step
-            pays 10–60× the simulator steps of the estimator it picks; reusing the
-            decision for K steps pays about the chosen estimator's. A call outside
-            ``optimize`` always decides.
+            again at once after a non-finite estimate. The evidence costs ``1 + 2·k·m + N``
+            losses and ``1 + N`` gradients per decision (in the policy setting
+            ~``8·113 + 3N/2`` rollouts), so deciding on every step pays 10–60× the
+            simulator steps of the estimator it picks; reusing the decision for K steps
+            pays about the chosen estimator's. A call outside ``optimize`` always decides.
 
     The estimate reports ``choice`` (its code; ``estimate.choice_name``, :data:`CHOICES`,
     :data:`REASONS`, and :func:`describe_choice` in words), ``sigma_used``, ``widenings``,

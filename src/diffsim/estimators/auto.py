@@ -372,12 +372,15 @@ def decide_or_reuse(
     code, widened, left = plan
     every = auto.decide_every or 1
     policy = isinstance(loss, PolicyObjective)
-    template = jax.eval_shape(lambda: auto(loss, theta, key))
+    # every branch builds its estimate with make_result (θ's leaves, int32 counts, scalars in
+    # θ's float dtype); the cast drops weak types so that lax.switch sees one type — no
+    # extra trace of the decision to learn its output types
+    dt = jnp.result_type(*jax.tree_util.tree_leaves(theta), float)
 
     def uniform(r: GradientEstimate, choice: Array, z_gap: Array, widenings: Array):
         r = dataclasses.replace(r, choice=choice, z_gap=z_gap, widenings=widenings,
                                 reports=Auto.reports)  # fmt: skip
-        return jax.tree_util.tree_map(lambda a, t: jnp.asarray(a, t.dtype), r, template)
+        return jax.tree_util.tree_map(lambda a: jnp.asarray(a, a.dtype), r)
 
     def decide():
         r = auto(loss, theta, key)
@@ -385,7 +388,7 @@ def decide_or_reuse(
 
     def reuse(c: int):
         def run():
-            factor = jnp.asarray(WIDEN, template.alpha.dtype) ** widened
+            factor = jnp.asarray(WIDEN, dt) ** widened
             sigma = scale_sigma(auto.sigma, factor)
             if isinstance(loss, PolicyObjective) and c == ev.MIXED:  # auto's own mix
                 r = auto._policy(loss, theta, key, decided=c)
@@ -393,7 +396,7 @@ def decide_or_reuse(
                 est = chosen_estimator(c, sigma, auto.num_samples, policy)
                 assert est is not None
                 r = est(loss, theta, key)
-            return uniform(r, code, jnp.full_like(template.z_gap, jnp.nan), widened)
+            return uniform(r, code, jnp.asarray(jnp.nan, r.z_gap.dtype), widened)
 
         return run
 

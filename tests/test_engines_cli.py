@@ -37,6 +37,7 @@ def test_mjcf_bad_input_is_one_line_and_exit_code_2(tmp_path):
     _fails(["--mjcf", scenes.path("free_flight"), "--target", "1,2"], "X,Y,Z")
     _fails(["--mjcf", scenes.path("cartpole")], "no body with a free joint")
     _fails(["--mjcf", scenes.path("free_flight"), "--wrt", "ctrl"], "no actuators")
+    _fails(["--no-compare"], "--compare/--no-compare does not apply to the built-in systems")
 
 
 @pytest.mark.slow
@@ -60,8 +61,14 @@ def test_mjcf_free_flight_json_matches_the_closed_form():
         "loss",
         "grad",
         "devices",
+        "mujoco_gap",
     }
     assert out["devices"] == 1
+    # MJX's step against mj_step along C's first 100 steps (the ball in free fall: the same
+    # model, to rounding)
+    gap = out["mujoco_gap"]
+    assert gap["steps"] == 100 and gap["differs"] is False
+    assert gap["qvel"] < 1e-12 and gap["qvel_change"] == pytest.approx(g * h, rel=1e-9)
     dz = -g * h * h * T * (T + 1) / 2
     assert out["loss"] == pytest.approx(dz**2, rel=1e-9)
     assert out["grad"] == pytest.approx([0, 0, 2 * dz * T * h, 0, 0, 0], abs=1e-9)

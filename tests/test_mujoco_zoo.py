@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import subprocess
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -134,6 +135,36 @@ def test_every_zoo_model_loads_unchanged_and_reports_what_it_maps(name):
                          "— a limit constraint switches on there, so derivatives from the "
                          "initial state are one-sided (diffsim.diagnose flags the kink)"]
                         if ends else [])  # fmt: skip
+
+
+SLIDING_BOX = """
+<mujoco>
+  <option timestep="0.002" cone="CONE"/>
+  <worldbody>
+    <geom type="plane" size="5 5 0.1" friction="0.5"/>
+    <body pos="0 0 0.1"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="1"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_the_elliptic_refusal_states_its_measured_consequence():
+    # the numbers the refusal quotes, measured in MuJoCo C: a box sliding diagonally at
+    # 1 m/s on friction 0.5 for 0.5 s (it stops) travels 7.2 cm with the pyramidal cone and
+    # 5.0 cm with the elliptic one (the pyramid's facets bound each axis separately)
+    def travel(cone: str) -> float:
+        m = mujoco.MjModel.from_xml_string(SLIDING_BOX.replace("CONE", cone))
+        d = mujoco.MjData(m)
+        d.qvel[:2] = np.sqrt(0.5)
+        for _ in range(250):
+            mujoco.mj_step(m, d)
+        assert np.max(np.abs(d.qvel)) < 1e-3  # at rest
+        return float(np.hypot(*d.qpos[:2]))
+
+    assert travel("pyramidal") == pytest.approx(0.072, abs=5e-4)
+    assert travel("elliptic") == pytest.approx(0.050, abs=5e-4)
+    with pytest.raises(ValueError, match=r"travels 7\.2 cm instead of 5\.0 cm"):
+        mjx.load(SLIDING_BOX.replace("CONE", "elliptic"))
 
 
 def test_refusals_name_the_mjcf_option_and_the_value_to_use(tmp_path):
@@ -542,6 +573,41 @@ def test_mujoco_difference_reports_the_gap_to_mj_step():
     assert set(gap) == {"qpos", "qvel", "qvel_change"}
     assert gap["qvel_change"] > 1e-3  # the step does something
     assert gap["qpos"] < STEP_ATOL and gap["qvel"] < STEP_ATOL, gap
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["half_cheetah", "ant"])
+def test_load_compares_with_mj_step_and_warns_where_mjx_differs(name):
+    # along MuJoCo C's first COMPARE_STEPS steps from the initial state (the model falls onto
+    # the floor): half_cheetah's MJX model is MuJoCo's, the ant's is not (MJX's contact
+    # frames on its capsule feet, MJX_DIFFERS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step = mjx.load(load_mj(name), compare=True)
+    gap = step.mujoco_gap
+    assert gap is not None and gap.steps == mjx.COMPARE_STEPS
+    assert str(gap) in step.report
+    warned = [w for w in caught if "MJX's step differs from mj_step" in str(w.message)]
+    assert gap.qvel_change > 1.0  # the landing: contacts act
+    if name == "ant":
+        assert gap.differs and len(warned) == 1
+        assert gap.relative > 10 * mjx.COMPARE_TOLERANCE, gap  # measured 8.3e-3
+    else:
+        assert not gap.differs and not warned
+        assert gap.qvel < STEP_ATOL, gap
+    # the worst state's gap, independently: C's trajectory replayed to that step, then one
+    # step of each from it (mujoco_difference)
+    d = mujoco.MjData(step.mj_model)
+    for _ in range(gap.worst_step):
+        mujoco.mj_step(step.mj_model, d)
+    at = mjx.MjxState(*(jnp.asarray(x) for x in (d.qpos, d.qvel, d.act, d.qacc_warmstart)))
+    assert step.mujoco_difference(at)["qvel"] == pytest.approx(gap.qvel, rel=1e-6, abs=1e-12)
+
+
+def test_load_refuses_a_bad_compare_naming_it():
+    for bad in (-1, 10**6, 2.5):
+        with pytest.raises((ValueError, TypeError), match="compare"):
+            mjx.load(BOUNCE_RK4, compare=bad)
 
 
 IMPLICIT = """

@@ -99,11 +99,14 @@ def _mjcf_cost(step, steps: int, samples: int) -> tuple[float, float]:
     return float(n) * per_sample, seconds
 
 
-def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, devices=None):
+def _run_mjcf(
+    path, steps, wrt, body, target, sigma, samples, key, quiet, devices=None, compare=True
+):
     """Diagnose ‖p_T − target‖² of body ``body`` after ``steps`` MJX steps of the MJCF model
     at ``path``, with respect to ``wrt`` (the library's ``MjxStep.reach_loss``); returns
-    (diagnosis, loss, grad)."""
-    import jax.numpy as jnp
+    (diagnosis, loss, grad, MJX's gap to MuJoCo C or None)."""
+
+    import numpy as np
 
     import diffsim
 
@@ -136,10 +139,14 @@ def _run_mjcf(path, steps, wrt, body, target, sigma, samples, key, quiet, device
     nbytes, seconds = _mjcf_cost(step, steps, samples)
     seconds = check_cost(f"--samples {samples} over {steps} steps of {path}", nbytes, seconds)
     with progress_bar(f"diagnose ({path})", 1, seconds, quiet) as advance:
-        g = diffsim.value_and_grad(loss, x0)
+        # is MJX's model MuJoCo's? (one compiled step along C's own trajectory)
+        gap = step.compare_with_mujoco(mjx.COMPARE_STEPS) if compare else None
         d = diffsim.diagnose(loss, x0, key, **opts)
         advance()
-    return d, float(g.value), [float(v) for v in jnp.ravel(g.grad)]
+    # the doctor's own L(x0) and ∇L(x0): a second gradient program would compile the rollout
+    # again for the same numbers
+    m = d.measurements
+    return d, float(m["loss"]), [float(v) for v in np.ravel(m["grad"])], gap
 
 
 def _settings(system: str, flags: dict, sets: list[str]) -> dict:
@@ -168,14 +175,15 @@ def _run(system: str, settings: dict, sigma, samples, key, devices) -> Diagnosis
     return PRESETS[system].build(**settings)(key, **opts)
 
 
-_MJCF_ONLY = ("wrt", "body", "target")
+_MJCF_ONLY = ("wrt", "body", "target", "compare")
 _BUILT_IN_ONLY = ("system", "v0", "k", "toi", "set_values", "battery", "held_out")
 _SETTINGS = ("v0", "k", "steps", "toi")
 """The options that are a doctor preset's settings (each preset takes some of them)."""
 
 
 def _flag(name: str) -> str:
-    flags = {"toi": "--toi/--no-toi", "held_out": "--held-out", "set_values": "--set"}
+    flags = {"toi": "--toi/--no-toi", "held_out": "--held-out", "set_values": "--set",
+             "compare": "--compare/--no-compare"}  # fmt: skip
     return flags.get(name, f"--{name}")
 
 
@@ -272,6 +280,13 @@ def diagnose_cmd(
     target: str = typer.Option(
         None, "--target", help="--mjcf: X,Y,Z in metres (default: the body's initial position)."
     ),
+    compare: bool = typer.Option(
+        True,
+        "--compare/--no-compare",
+        help="--mjcf: first compare MJX's step with MuJoCo C's mj_step along C's first 100 "
+        "steps from the initial state, and say where MJX's model is not MuJoCo's (compiles "
+        "one step: 5-10 s).",
+    ),
 ) -> None:
     """Can the exact gradient be trusted here? Flags (plateau, jump, stiffness, chaos,
     non_finite) with their evidence, a verdict and a recommendation."""
@@ -281,8 +296,9 @@ def diagnose_cmd(
     check_seed(seed)
     if mjcf is not None:
         _diagnose_mjcf(
-            mjcf, steps, wrt, body, target, sigma, samples, seed, json_out, devices, num_devices
-        )
+            mjcf, steps, wrt, body, target, sigma, samples, seed, json_out, devices,
+            num_devices, compare,
+        )  # fmt: skip
         return
     steps = 0 if steps is None else steps
     if battery:
@@ -333,8 +349,9 @@ def diagnose_cmd(
 
 
 def _diagnose_mjcf(
-    mjcf, steps, wrt, body, target, sigma, samples, seed, json_out, devices=None, num_devices=1
-) -> None:
+    mjcf, steps, wrt, body, target, sigma, samples, seed, json_out, devices=None,
+    num_devices=1, compare=True,
+) -> None:  # fmt: skip
     """``diffsim diagnose --mjcf``: checks, then the doctor on the model, then the report."""
     steps = MJCF_STEPS if steps is None else steps
     if steps < 1:
@@ -347,8 +364,8 @@ def _diagnose_mjcf(
     if samples < 16:
         raise CLIError(f"samples must be an integer >= 16, got {samples}")
     key = jax.random.PRNGKey(seed)
-    d, loss, grad = _run_mjcf(
-        mjcf, steps, wrt, body, target, sigma, samples, key, json_out, devices
+    d, loss, grad, gap = _run_mjcf(
+        mjcf, steps, wrt, body, target, sigma, samples, key, json_out, devices, compare
     )
     if json_out:
         print_json(
@@ -360,6 +377,7 @@ def _diagnose_mjcf(
                 "loss": loss,
                 "grad": grad,
                 "devices": num_devices,
+                "mujoco_gap": None if gap is None else dict(gap._asdict(), differs=gap.differs),
             }
         )
         return
@@ -371,6 +389,9 @@ def _diagnose_mjcf(
             ev = ", ".join(f"{name}={_show(val)}" for name, val in f.evidence.items())
             table.add_row(f.name, f.message, ev)
         console.print(table)
+    if gap is not None:
+        mark = "[bold red]warning:[/] " if gap.differs else ""
+        console.print(f"{mark}{gap}", highlight=False)
     console.print(f"[bold]recommendation:[/] {d.recommendation}", highlight=False)
     console.print(f"loss {_show(loss)}, gradient {[_show(v) for v in grad]}", highlight=False)
     ev = d.evaluations

@@ -619,7 +619,7 @@ def diagnose(
     extra: dict[str, int] = {}
     if half_step is not None:
         thresholds = dataclasses.replace(thresholds, discretization_tolerance=half_step.tolerance)
-        m = _with_half_step(m, extra, loss, half_step, theta)
+        m = _with_half_step(m, extra, half_step, theta)
     return _report(sampler, m, thresholds, pending, budget, extra or None)
 
 
@@ -673,9 +673,9 @@ class HalfStep:
         object.__setattr__(self, "tolerance", float(self.tolerance))
 
 
-def _with_half_step(m: Measurements, extra: dict, loss, half: HalfStep, var) -> Measurements:
-    """``m`` with the gradient at h against the gradient at h/2; ``extra`` counts it."""
-    dz = _discretization(loss, half.loss, var, half.order, half.h)
+def _with_half_step(m: Measurements, extra: dict, half: HalfStep, var) -> Measurements:
+    """``m`` with its gradient at h against the gradient at h/2; ``extra`` counts it."""
+    dz = _discretization(m.grad, half.loss, var, half.order, half.h)
     m = dataclasses.replace(m, discretization=dz)
     extra["grad"] = m.evaluations["grad"] + 1
     extra["half_step_gradients"] = 1
@@ -795,7 +795,7 @@ def diagnose_rollout(
                                 trajectory=False))  # fmt: skip
 
         half = HalfStep(fine, order, h, float(thresholds.discretization_tolerance))
-        m = _with_half_step(m, extra, objective, half, var)
+        m = _with_half_step(m, extra, half, var)
     return _report(sampler, m, thresholds, pending, budget, extra)
 
 
@@ -823,15 +823,24 @@ def halve_time_step(step: Any) -> tuple[Any, int, float] | None:
     return None
 
 
+HALF_STEP_FORWARD_MAX_DIM = 16
+"""Up to this many parameters the gradient at h/2 is taken in forward mode (``jax.jacfwd``,
+d tangents in one pass), above it in reverse mode. The half-step rollout is a new program
+(its step is a new step), so its compile time counts: on the MJX wall scene (T = 100, d = 6,
+float64) ``jacfwd`` compiled in 19 s and ran in 54 ms where ``grad`` took 32 s and 63 ms."""
+
+
 @eqx.filter_jit
-def _two_gradients(coarse, fine, var):
-    f0, x, _ = flatten_loss(coarse, var)
-    f1, _, _ = flatten_loss(fine, var)
-    return jax.grad(f0)(x), jax.grad(f1)(x)
+def _fine_gradient(fine, var):
+    f, x, _ = flatten_loss(fine, var)
+    return jax.jacfwd(f)(x) if x.shape[0] <= HALF_STEP_FORWARD_MAX_DIM else jax.grad(f)(x)
 
 
-def _discretization(coarse, fine, var, order: int, h: float) -> Discretization:
-    g_h, g_half = (np.asarray(g, np.float64) for g in _two_gradients(coarse, fine, var))
+def _discretization(grad_h, fine, var, order: int, h: float) -> Discretization:
+    """The gradient at h (``grad_h``, the doctor's own ∇L(θ), raveled) against the one at
+    h/2 (``fine``, the only new program compiled)."""
+    g_h = np.asarray(grad_h, np.float64)
+    g_half = np.asarray(_fine_gradient(fine, var), np.float64)
     diff = float(np.linalg.norm(g_h - g_half))
     fine_norm, coarse_norm = float(np.linalg.norm(g_half)), float(np.linalg.norm(g_h))
     gain = 2.0**order / (2.0**order - 1.0)

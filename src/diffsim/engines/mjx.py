@@ -55,23 +55,26 @@ final position by about 10 cm against the converged solve, k = 4 by less than 0.
 (``tests/test_engines_mjx.py::test_fixed_iterations_match_the_converged_solve``). The
 default (``None``) is the converged solve.
 
-**What runs, and** :attr:`MjxStep.report`. MuJoCo's ``Euler`` and ``implicitfast`` are MJX's
-own; ``RK4`` is MuJoCo's ``mj_RungeKutta`` (its tableau, four forward evaluations, positions
-on the joint manifold) written over this adapter's forward dynamics, and ``implicit`` is
-MuJoCo's implicit-in-velocity step with the full derivative of the smooth forces in velocity
-(forward-mode autodiff of MJX's velocity stages, which MJX itself lacks). The ``PGS`` solver,
-which MJX lacks, is run as MJX's Newton solver: both converge to the solution of the same
-convex problem, and the derivative is that of the solution. Free and ball joints integrate
-their quaternion by MuJoCo's formula written to be smooth at zero angular velocity (MJX's
-has a zero derivative there). ``step.report`` lists each of these that applies to the model.
-Refused at :func:`load` with a ``ValueError`` naming the MJCF option and the value to use:
-elliptic cones, ``noslip_iterations > 0`` (MJX has no noslip pass), ``implicitfast`` with
-fluid forces, a ``timestep`` that is not finite or not in (0, 1] s, a NaN in the MJCF, and
-whatever ``mjx.put_model`` does not implement (its message is passed on). Every gymnasium
-MuJoCo model loads unchanged (``tests/test_mujoco_zoo.py``, which checks the step and its
-Jacobians against MuJoCo C). Changing ``body_mass`` or ``body_inertia`` through θ does not
-recompute MuJoCo's precomputed constants (``body_invweight0``, used to scale contact
-softness), exactly as editing ``mjModel`` without ``mj_setConst``.
+**What runs, and** :attr:`MjxStep.report`. MuJoCo's ``Euler`` and ``implicitfast`` are
+MJX's own; ``RK4`` is MuJoCo's ``mj_RungeKutta`` (its tableau, four forward evaluations,
+positions on the joint manifold) written over this adapter's forward dynamics, and
+``implicit`` is MuJoCo's implicit-in-velocity step with the full derivative of the smooth
+forces in velocity (forward-mode autodiff of MJX's velocity stages, which MJX itself
+lacks). The ``PGS`` solver, which MJX lacks, is run as MJX's Newton solver: both converge
+to the solution of the same convex problem, and the derivative is that of the solution.
+Free and ball joints integrate their quaternion by MuJoCo's formula written to be smooth at
+zero angular velocity (MJX's has a zero derivative there). ``step.report`` lists each of
+these that applies to the model. Refused at :func:`load` with a ``ValueError`` naming the
+MJCF option and the value to use: elliptic cones, ``noslip_iterations > 0`` (MJX has no
+noslip pass), ``implicitfast`` with fluid forces, a ``timestep`` that is not finite or not
+in (0, 1] s, a NaN in the MJCF, and whatever ``mjx.put_model`` does not implement (its
+message is passed on). Every gymnasium MuJoCo model loads unchanged
+(``tests/test_mujoco_zoo.py``, which checks the step and its Jacobians against MuJoCo C).
+``load(model, compare=True)`` also steps the adapter from the first 100 states of MuJoCo
+C's own trajectory and warns, with the size, where MJX's model (its collision, its contact
+frames) is not MuJoCo C's (:class:`MujocoGap`). Changing ``body_mass`` or ``body_inertia``
+through θ does not recompute MuJoCo's precomputed constants (``body_invweight0``, used to
+scale contact softness), exactly as editing ``mjModel`` without ``mj_setConst``.
 
 Pinned versions (the extra ``diffsim-jax[mjx]``): ``mujoco==3.17.0``, ``mujoco-mjx==3.17.0``
 with ``jax`` 0.10.2.
@@ -232,7 +235,9 @@ def _check_options(mj_model: mujoco.MjModel) -> tuple[mujoco.MjModel, tuple[str,
         raise ValueError(
             "<option cone='elliptic'> is not supported (the adapter differentiates the "
             "pyramidal cone's piecewise-quadratic solve): use cone='pyramidal', MuJoCo's "
-            "default (the friction cone becomes a pyramid of 2·(condim−1) facets)"
+            "default (the friction cone becomes a pyramid of 2·(condim−1) facets; measured "
+            "in MuJoCo C, a box sliding diagonally at 1 m/s with friction 0.5 travels 7.2 cm "
+            "instead of 5.0 cm before it stops)"
         )
     if int(opt.noslip_iterations) > 0:
         raise ValueError(
@@ -409,6 +414,91 @@ def _implicit_solve(
     return cast(mjx.Data, out)
 
 
+COMPARE_STEPS = 100
+"""Steps of MuJoCo C's trajectory :meth:`MjxStep.compare_with_mujoco` compares along by
+default (``load(compare=True)``)."""
+
+COMPARE_TOLERANCE = 1e-4
+"""MJX's model is called different from MuJoCo C's (:attr:`MujocoGap.differs`) where one
+step's velocity differs from ``mj_step``'s by more than this share of the largest change of
+velocity in one step along the compared trajectory (and by more than 1e-9 in absolute
+terms). Both stop their solvers at ``opt.tolerance`` (1e-8 by default). Measured over
+:data:`COMPARE_STEPS` steps (float64): where the models agree the gap was 3e-15 (half_cheetah)
+to 1e-7 (the pushing scene's box coming to rest: solver noise); on the ant, whose capsule
+feet MJX's collision gives other contact frames, 8.3e-3 (|Δqvel| 0.066 on landing)."""
+
+_MAX_COMPARE_STEPS = 10_000
+
+
+class MujocoGap(NamedTuple):
+    """The adapter's step against MuJoCo C's ``mj_step`` from the same states
+    (:meth:`MjxStep.compare_with_mujoco`).
+
+    Attributes:
+        steps: how many states were compared.
+        qpos: the largest |Δqpos| of one step over them.
+        qvel: the largest |Δqvel| of one step over them.
+        qvel_change: the largest change of qvel in one of MuJoCo's steps, the scale.
+        worst_step: the state (0-based step of C's trajectory) with the largest |Δqvel|.
+        worst_step_change: MuJoCo's own change of qvel in that step.
+
+    Example:
+        >>> from diffsim.engines import mjx, scenes
+        >>> gap = mjx.load(scenes.path("free_flight")).compare_with_mujoco(5)
+        >>> gap.steps, gap.differs, gap.qvel < 1e-12
+        (5, False, True)
+    """
+
+    steps: int
+    qpos: float
+    qvel: float
+    qvel_change: float
+    worst_step: int
+    worst_step_change: float
+
+    @property
+    def relative(self) -> float:
+        """The largest |Δqvel| over the largest change of qvel in one of MuJoCo's steps
+        (0 when neither moves). The scale is the trajectory's, not the worst step's own: a
+        body at rest changes by nothing in a step, and the solvers' stopping noise there
+        (1e-9 on a box resting on the floor) is no difference of models."""
+        if self.qvel == 0.0:
+            return 0.0
+        return self.qvel / max(self.qvel_change, 1e-30)
+
+    @property
+    def differs(self) -> bool:
+        """Whether MJX's model is not MuJoCo C's along the compared states
+        (:data:`COMPARE_TOLERANCE`)."""
+        return self.qvel > 1e-9 and self.relative > COMPARE_TOLERANCE
+
+    def __str__(self) -> str:
+        verdict = "differs from" if self.differs else "matches"
+        return (
+            f"MJX's step {verdict} mj_step over {self.steps} step(s) of MuJoCo C's trajectory "
+            f"from the initial state: max |Δqvel| {self.qvel:.3g} "
+            f"(at step {self.worst_step}; {self.relative:.3g} of the largest change in one step, "
+            f"{self.qvel_change:.3g}), "
+            f"max |Δqpos| {self.qpos:.3g}"
+        )
+
+
+def _mj_steps(m: mujoco.MjModel, starts: MjxState, ctrl: np.ndarray):
+    """MuJoCo C's ``mj_step`` from each of ``starts`` (leading axis) with its controls:
+    ``(qpos', qvel')`` stacked."""
+    d = mujoco.MjData(m)
+    qpos, qvel = [], []
+    for i in range(len(ctrl)):
+        d.qpos[:], d.qvel[:], d.act[:] = starts.qpos[i], starts.qvel[i], starts.act[i]
+        d.qacc_warmstart[:] = starts.qacc_warmstart[i]
+        d.ctrl[:] = ctrl[i]
+        d.time = 0.0
+        mujoco.mj_step(m, d)
+        qpos.append(d.qpos.copy())
+        qvel.append(d.qvel.copy())
+    return np.stack(qpos), np.stack(qvel)
+
+
 class MjxStep:
     """A MuJoCo model as a diffsim step ``step(state, theta[, u]) -> state`` (see the module
     docstring). Build it with :func:`load`.
@@ -485,6 +575,8 @@ class MjxStep:
                 f"iterations={iterations}: {iterations} Newton iteration(s) per step (values "
                 "only: derivatives are refused, see load)",
             )
+        self.mujoco_gap: MujocoGap | None = None
+        """:meth:`compare_with_mujoco`'s result when :func:`load` ran it, else ``None``."""
         self.report: tuple[str, ...] = report
         """What the adapter changed or approximated against MuJoCo C, and where the model's
         derivatives are one-sided (joints starting on a range end), one line each (empty:
@@ -780,17 +872,49 @@ class MjxStep:
         """
         state = self.initial_state() if state is None else state
         ctrl = np.zeros(self.nu) if u is None else np.asarray(u, dtype=float)
-        ours = jax.jit(lambda s, c: self(s, None, c))(state, jnp.asarray(ctrl))
+        starts = jax.tree_util.tree_map(lambda x: np.asarray(x)[None], state)
+        gap = self._gap(starts, ctrl[None], *_mj_steps(self.mj_model, starts, ctrl[None]))
+        return {"qpos": gap.qpos, "qvel": gap.qvel, "qvel_change": gap.qvel_change}
+
+    def compare_with_mujoco(self, num_steps: int = COMPARE_STEPS) -> MujocoGap:
+        """The adapter's step against ``mj_step`` along MuJoCo C's own trajectory: MuJoCo C
+        simulates ``num_steps`` steps from the initial state (``qpos0``, zero velocity and
+        controls: the model falls, lands and settles under gravity, so contacts are made),
+        and one adapter step from each of those states (one compiled, vmapped step) is
+        compared with C's next state. The largest gaps and the step where they occur, and
+        whether MJX's model is MuJoCo's there (:attr:`MujocoGap.differs`); :func:`load`
+        runs it with ``compare=n``. Compiling the step costs seconds (5-10 s on the
+        zoo's models, on a CPU).
+
+        Raises:
+            ValueError: ``num_steps`` not an integer in [1, 10,000].
+        """
+        num_steps = check_int("num_steps", num_steps, minimum=1, maximum=_MAX_COMPARE_STEPS)
         d = mujoco.MjData(self.mj_model)
-        d.qpos[:], d.qvel[:], d.act[:] = state.qpos, state.qvel, state.act
-        d.qacc_warmstart[:] = state.qacc_warmstart
-        d.ctrl[:] = ctrl
-        mujoco.mj_step(self.mj_model, d)
-        return {
-            "qpos": float(np.max(np.abs(np.asarray(ours.qpos) - d.qpos), initial=0.0)),
-            "qvel": float(np.max(np.abs(np.asarray(ours.qvel) - d.qvel), initial=0.0)),
-            "qvel_change": float(np.max(np.abs(d.qvel - np.asarray(state.qvel)), initial=0.0)),
-        }
+        rows: list[tuple[np.ndarray, ...]] = []
+        for _ in range(num_steps + 1):
+            rows.append((d.qpos.copy(), d.qvel.copy(), d.act.copy(), d.qacc_warmstart.copy()))
+            mujoco.mj_step(self.mj_model, d)
+        qpos, qvel, act, warm = (np.stack(col) for col in zip(*rows))
+        starts = MjxState(*(jnp.asarray(x[:-1]) for x in (qpos, qvel, act, warm)))
+        return self._gap(starts, np.zeros((num_steps, self.nu)), qpos[1:], qvel[1:])
+
+    def _gap(self, starts: MjxState, ctrl, qpos_c, qvel_c) -> MujocoGap:
+        ours = jax.jit(jax.vmap(lambda s, c: self(s, None, c)))(
+            jax.tree_util.tree_map(jnp.asarray, starts), jnp.asarray(ctrl)
+        )
+        dq = np.max(np.abs(np.asarray(ours.qpos) - qpos_c), axis=1, initial=0.0)
+        dv = np.max(np.abs(np.asarray(ours.qvel) - qvel_c), axis=1, initial=0.0)
+        change = np.max(np.abs(qvel_c - np.asarray(starts.qvel)), axis=1, initial=0.0)
+        worst = int(np.argmax(dv))
+        return MujocoGap(
+            steps=len(dv),
+            qpos=float(np.max(dq)),
+            qvel=float(dv[worst]),
+            qvel_change=float(np.max(change)),
+            worst_step=worst,
+            worst_step_change=float(change[worst]),
+        )
 
     # -- rollouts -----------------------------------------------------------------------
 
@@ -984,7 +1108,7 @@ def _reach_loss(
     return ReachLoss(loss_at(step, num_steps), x0, half, body, wrt, goal)
 
 
-def load(model: Any, *, iterations: int | None = None) -> MjxStep:
+def load(model: Any, *, iterations: int | None = None, compare: bool | int = False) -> MjxStep:
     """Build a diffsim step from a MuJoCo model, run by MJX.
 
     Args:
@@ -995,6 +1119,13 @@ def load(model: Any, *, iterations: int | None = None) -> MjxStep:
             iterations per step, warm-started (fixed cost; see the module docstring for
             its accuracy), k <= 2**31 − 1; values only: differentiating a step loaded
             with ``iterations=k`` raises ``ValueError``.
+        compare: ``False`` (default): nothing more; ``True`` or a number of steps n:
+            :meth:`MjxStep.compare_with_mujoco` over the first n steps of MuJoCo C's own
+            trajectory from the initial state (``True``: :data:`COMPARE_STEPS`), its result
+            kept as ``step.mujoco_gap`` and added to ``step.report``, and a
+            ``UserWarning`` with the size when MJX's model differs from MuJoCo C's there.
+            It compiles one step (5-10 s on a CPU for the zoo's models), which is why it is
+            not the default; ``diffsim diagnose --mjcf`` runs it.
 
     Returns:
         :class:`MjxStep`, callable as ``step(state, theta[, u])``.
@@ -1019,7 +1150,33 @@ def load(model: Any, *, iterations: int | None = None) -> MjxStep:
     """
     if iterations is not None:
         iterations = check_int("iterations", iterations, minimum=1, maximum=_MAX_ITERATIONS)
-    return MjxStep(_mj_model(model), iterations)
+    if compare is not False:
+        compare = COMPARE_STEPS if compare is True else compare
+        compare = check_int("compare", compare, minimum=0, maximum=_MAX_COMPARE_STEPS)
+    step = MjxStep(_mj_model(model), iterations)
+    if compare:
+        gap = step.compare_with_mujoco(int(compare))
+        step.mujoco_gap = gap
+        step.report += (str(gap),)
+        if gap.differs:
+            warnings.warn(
+                f"{gap}: MJX's model (its collision, its contact frames) is not MuJoCo C's "
+                "here, so values and derivatives are MJX's model's, not what finite "
+                "differences of MuJoCo C give",
+                UserWarning,
+                stacklevel=2,
+            )
+    return step
 
 
-__all__ = ["MODEL_FIELDS", "STATE_FIELDS", "MjxState", "MjxStep", "ReachLoss", "load"]
+__all__ = [
+    "COMPARE_STEPS",
+    "COMPARE_TOLERANCE",
+    "MODEL_FIELDS",
+    "STATE_FIELDS",
+    "MjxState",
+    "MjxStep",
+    "MujocoGap",
+    "ReachLoss",
+    "load",
+]

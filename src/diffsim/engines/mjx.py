@@ -445,8 +445,10 @@ class MujocoGap(NamedTuple):
     Example:
         >>> from diffsim.engines import mjx, scenes
         >>> gap = mjx.load(scenes.path("free_flight")).compare_with_mujoco(5)
-        >>> gap.steps, gap.differs, gap.qvel < 1e-12
-        (5, False, True)
+        >>> gap.steps, gap.differs, gap.qvel < 1e-12, gap.relative < mjx.COMPARE_TOLERANCE
+        (5, False, True, True)
+        >>> mjx.COMPARE_STEPS  # what load(model, compare=True) compares along
+        100
     """
 
     steps: int

@@ -209,6 +209,31 @@ def test_mujoco_guide_gradient_cost_table_is_the_recorded_run():
     assert f"{v['mjx_it1_rel_error']:.2f}" == "0.16" and f"{v['grad_rel_error']:.1e}" == "6.1e-07"
 
 
+def _three_figures(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def test_mujoco_guide_zoo_table_is_the_recorded_run():
+    """The MuJoCo guide's whole-zoo table (one world) holds the recorded run's compile and
+    run times and the gradient/forward ratios that follow from them
+    (docs/records/mujoco-benchmark-zoo.txt, the output of ``python -m benchmarks.mujoco``)."""
+    record = (ROOT / "docs/records/mujoco-benchmark-zoo.txt").read_text().splitlines()
+    assert record[0].startswith("# .venv/bin/python -m benchmarks.mujoco --models half_cheetah,")
+    guide = (ROOT / "docs/guides/mujoco-brax.md").read_text()
+    table = guide.split("The whole zoo, idle machine", 1)[1].split("Against the goals", 1)[0]
+    rows = [dict(re.findall(r"(\w+)=(\S+)", line)) for line in record[1:6]]
+    assert [r["model"] for r in rows] == ["half_cheetah", "hopper", "walker2d", "ant", "humanoid"]
+    for r in rows:
+        v = {k: float(x) for k, x in r.items() if k.endswith("_s")}
+        line = next(ln for ln in table.splitlines() if ln.startswith(f"| {r['model']} ("))
+        for stage in ("forward", "grad"):
+            cell = (f"{_three_figures(v[f'{stage}_compile_s'])} s / "
+                    f"{_three_figures(1000 * v[f'{stage}_run_s'])} ms")  # fmt: skip
+            assert cell in line, (cell, line)
+        assert f"| {v['grad_run_s'] / v['forward_run_s']:.1f}× |" in line, line
+        assert f"| {1000 * v['c_fd_s']:.0f} ms |" in line or f"| {v['c_fd_s']:.2f} s |" in line
+
+
 def test_legged_identification_prose_is_the_recorded_run():
     """The numbers the guide's and README's prose quote for the half_cheetah task are the
     record's: diffsim's rollout-equivalents and warm wall time, mujoco.sysid's rollouts and

@@ -11,6 +11,7 @@ if the intervals had exactly their nominal coverage.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,7 @@ from diffsim import (
     NotIdentifiableError,
     Parameter,
     Recording,
+    default_observe,
     identify,
     load_recording,
     parse_parameters,
@@ -228,6 +230,64 @@ def test_multiple_shooting_recovers_the_truth_with_continuous_windows():
     assert "multiple shooting: 6 windows" in repr(res)
     # 2 parameters and 5 starts of 2 numbers: one tangent each per evaluation
     assert res.rollout_equivalents == res.evaluations * (1 + 2 + 10) + 2 * (10 * 2 + 1 + 2 + 10)
+
+
+def test_multiple_shooting_starts_from_recorded_positions_alone():
+    """A recording of positions only (no ``qvel``): the window starts' velocities are the
+    backward differences of the recorded positions, (x_t − x_{t−1})/h — exactly the state
+    under semi-implicit Euler (x_t = x_{t−1} + h·v_t), so the first guess of every start
+    equals the true state to round-off, where the simulation at the start θ would be off;
+    the fit recovers θ to 1e-9 relative."""
+    from diffsim._identify import _default_starts
+
+    sys = nonlinear_spring(h=0.01, m=1.0, k=4.0, k3=2.0, c=0.3)
+    full = simulate_recording(sys.step, sys.s0, sys.theta, 300)
+    rec = Recording(full.s0, {"qpos": full.signals["qpos"]})
+    start = dict(sys.theta, k=jnp.array(3.0), c=jnp.array(0.1))
+    res = identify(sys.step, rec, start, "k, c", bounds={"k": (0, 10), "c": (0, 1)},
+                   shooting=50, trust="off")  # fmt: skip
+    assert res.converged, res.message
+    assert rel_err(res, {"k": 4.0, "c": 0.3}) < 1e-9, res
+    assert res.windows == 6 and res.continuity_defect < 1e-9, res
+    # the first guess of a start: the velocity the recorded positions imply
+    _, velocity = _default_starts(sys.step, rec, default_observe)
+    qvel = np.asarray(full.signals["qvel"])
+    for t in (50, 100, 250, 300):
+        np.testing.assert_allclose(velocity(rec, t), qvel[t], rtol=0, atol=1e-12)
+    # a recording with velocities uses them; a step without h gets no differences
+    assert _default_starts(sys.step, full, default_observe)[1] is None
+    assert _default_starts(lambda s, th: s, rec, default_observe)[1] is None
+
+
+def test_multiple_shooting_neither_fits_nor_ties_the_solver_memory():
+    """A state type naming a field as solver memory (``SOLVER_MEMORY``, as an MJX state's
+    warm start): multiple shooting fits only the physical fields at the window starts and
+    asks only them to be continuous — the step writes a counter into the memory field, which
+    nothing observed depends on: fitted, it would add an unknown per window that only its
+    own continuity defect determines (as an MJX warm start would); θ to 1e-9 relative."""
+
+    class State(NamedTuple):
+        qpos: jax.Array
+        qvel: jax.Array
+        memory: jax.Array
+
+        SOLVER_MEMORY = ("memory",)
+
+    sys = nonlinear_spring(h=0.01, m=1.0, k=4.0, k3=2.0, c=0.3)
+
+    def step(s, theta):
+        x, v = sys.step((s.qpos, s.qvel), theta)
+        return State(x, v, s.memory + 1.0)
+
+    s0 = State(jnp.asarray(sys.s0[0]), jnp.asarray(sys.s0[1]), jnp.asarray(0.0))
+    rec = simulate_recording(step, s0, sys.theta, 200)
+    start = dict(sys.theta, k=jnp.array(3.0), c=jnp.array(0.1))
+    res = identify(step, rec, start, "k, c", bounds={"k": (0, 10), "c": (0, 1)},
+                   shooting=50, trust="off")  # fmt: skip
+    assert res.converged and rel_err(res, {"k": 4.0, "c": 0.3}) < 1e-9, res
+    assert res.windows == 4 and res.continuity_defect < 1e-9, res
+    # 2 parameters and 3 starts of 2 physical numbers (not 3): one tangent each
+    assert res.rollout_equivalents == res.evaluations * (1 + 2 + 6)
 
 
 @pytest.mark.slow

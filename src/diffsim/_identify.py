@@ -826,7 +826,7 @@ class _Problem(eqx.Module):
         observations (T, ·) and the continuity defects (K − 1, n)."""
         W, K = self.window, self.num_windows
         assert W is not None
-        flat0, _ = ravel_pytree(s0)
+        flat0, _ = ravel_pytree(_physical(s0))
         first = jnp.concatenate([flat0[None], starts])  # (K, n)
         pad = K * W - self.num_steps
         u = jax.tree_util.tree_map(
@@ -837,10 +837,10 @@ class _Problem(eqx.Module):
         )
 
         def window(flat, uk):
-            traj = rollout(self.step, self.unravel(flat), theta, W, inputs=uk,
-                           include_initial=False)  # fmt: skip
+            start = _with_memory(self.unravel(flat), s0)
+            traj = rollout(self.step, start, theta, W, inputs=uk, include_initial=False)
             end = jax.tree_util.tree_map(lambda a: a[-1], traj)
-            return jax.vmap(self.observe)(traj), ravel_pytree(end)[0]
+            return jax.vmap(self.observe)(traj), ravel_pytree(_physical(end))[0]
 
         pred, ends = jax.vmap(window, in_axes=(0, None if u is None else 0))(first, u)
         pred = {k: v.reshape((K * W,) + v.shape[2:])[: self.num_steps] for k, v in pred.items()}
@@ -1087,7 +1087,7 @@ def identify(
             (a contact switch inside the difference step, a stiff or chaotic response)
             the fit switches — once — to multiple shooting with the longest windows
             (T/4, T/16, T/64 steps) whose Jacobian the doctor trusts, when the recordings
-            give the window starts (``state_of``, or recorded ``qpos`` and ``qvel``) and
+            give the window starts (``state_of``, or recorded ``qpos``) and
             ``shooting`` was not chosen, else to the smoothed Jacobian (each parameter's
             residuals smoothed by a Gaussian of :data:`SMOOTHING_SCALE` of its value,
             estimated from :data:`SMOOTHING_DRAWS` fixed antithetic draws); a fit that
@@ -1106,10 +1106,13 @@ def identify(
             with the start states as nuisance parameters (the θ block of the covariance).
         state_of: multiple shooting: ``state_of(row) -> state``, the state a recorded row
             ``{signal: vector}`` (one sample) implies, for the window starts' first guess.
-            Default: the recorded ``qpos`` and ``qvel`` when the recording holds both and
-            ``observe`` is :func:`default_observe`; otherwise (and where a row has a
-            missing sample) the simulation at the start θ, which on a chaotic system is far
-            from the data by the later windows: pass ``state_of`` there.
+            Default: the recorded ``qpos`` and ``qvel`` when ``observe`` is
+            :func:`default_observe` and the recording holds ``qpos`` (its ``qvel``, or where
+            none is recorded the backward difference of the positions, (q_t − q_{t−1})/h:
+            exact for semi-implicit Euler); otherwise (and where a row has a missing
+            sample) the simulation at the start θ, which on a chaotic system is far from the
+            data by the later windows: pass ``state_of`` there. Fields a state type names
+            in ``SOLVER_MEMORY`` (an MJX state's warm start) are neither fitted nor tied.
         continuity_weight: multiple shooting: the weight of the continuity residuals
             (state units); default 1000 × the mean weight of the data.
 
@@ -1305,7 +1308,7 @@ def identify(
         fewer than ``below``), whose exact Jacobian the doctor trusts and which stay nearly
         linear 5 % away — when the recordings give the window starts and the user chose no
         windows; ``None`` when none qualifies."""
-        so = state_of or _default_state_of(recs[0].s0, observe_recorded.observe, recs[0].signals)
+        so = state_of or _default_starts(step, recs[0], observe_recorded.observe)[0]
         if shooting is not None or so is None:
             return None
         T_ = prob.num_steps
@@ -1314,7 +1317,7 @@ def identify(
                 continue
             if W < MIN_AUTO_WINDOW:
                 break
-            shot, e0, es = _shooting_problem(prob, recs, W, so, continuity_weight,
+            shot, e0, es = _shooting_problem(prob, recs, W, state_of, continuity_weight,
                                              jnp.asarray(x_theta, dtype), dtype)  # fmt: skip
             if N <= p_count + int(e0.shape[0]):
                 break
@@ -1635,24 +1638,27 @@ def _shooting_problem(problem, recs, shooting, state_of, weight, x0, dtype):
         )
     K = -(-T // W)
     s0_one = jax.tree_util.tree_map(lambda a: a[0], problem.data.s0)
-    flat0, unravel = ravel_pytree(s0_one)
+    flat0, unravel = ravel_pytree(_physical(s0_one))
     if not jnp.issubdtype(flat0.dtype, jnp.inexact):
         raise ValueError("shooting needs a state of floating-point arrays (its starts are fitted)")
     theta0 = problem.theta_of(x0)
+    velocity = None
     if state_of is None:
-        state_of = _default_state_of(recs[0].s0, problem.observe.observe, recs[0].signals)
+        state_of, velocity = _default_starts(problem.step, recs[0], problem.observe.observe)
     guesses = []
     for i, rec in enumerate(recs):
         traj = rollout(problem.step, rec.s0, theta0, T, inputs=rec.inputs)
         rows = []
         for k in range(1, K):
             t = min(k * W, rec.num_steps)
-            flat = ravel_pytree(jax.tree_util.tree_map(lambda a, t=t: a[t], traj))[0]
+            flat = ravel_pytree(_physical(jax.tree_util.tree_map(lambda a, t=t: a[t], traj)))[0]
             if state_of is not None:
                 row = {n: np.asarray(v)[t] for n, v in rec.signals.items()}
+                if velocity is not None and "qvel" not in row:
+                    row["qvel"] = velocity(rec, t)
                 if all(np.all(np.isfinite(v)) for v in row.values()):
                     try:
-                        flat = ravel_pytree(state_of(row))[0]
+                        flat = ravel_pytree(_physical(state_of(row)))[0]
                     except Exception as err:
                         raise TypeError(
                             f"state_of failed on recordings[{i}]'s row {t}: {err}"
@@ -1681,6 +1687,62 @@ def _shooting_problem(problem, recs, shooting, state_of, weight, x0, dtype):
     shot = _Problem(q.step, q.observe, q.params, T, q.base, q.data, W, unravel,
                     jnp.asarray(weight, dtype))  # fmt: skip
     return shot, jnp.asarray(guess.ravel(), dtype), jnp.asarray(scale, dtype)
+
+
+def _physical(state: Any) -> Any:
+    """``state`` without the fields its type names as solver memory (``SOLVER_MEMORY``, e.g.
+    an MJX state's warm start): what multiple shooting fits and asks to be continuous."""
+    memory = getattr(type(state), "SOLVER_MEMORY", ())
+    return state._replace(**dict.fromkeys(memory)) if memory else state
+
+
+def _with_memory(state: Any, like: Any) -> Any:
+    """``state`` (from :func:`_physical`) with its solver memory taken from ``like``."""
+    memory = getattr(type(state), "SOLVER_MEMORY", ())
+    return state._replace(**{f: getattr(like, f) for f in memory}) if memory else state
+
+
+def _velocity_from_positions(step: Any, s0: Any, signals: Mapping[str, Any]) -> Any:
+    """``(rec, t) -> qvel`` for window starts when the recordings hold ``qpos`` but not
+    ``qvel``: the backward difference of the recorded positions, (q_t − q_{t−1})/h
+    (MuJoCo's ``mj_differentiatePos`` where a free or ball joint makes nq ≠ nv) — exact for
+    semi-implicit Euler (MuJoCo's ``Euler``, which sets q_t = q_{t−1} + h·v_t), a first
+    guess otherwise (the starts are fitted). ``None`` where it does not apply (no step size,
+    a state that is not an MJX state or an (x, v) pair, or a previous row missing)."""
+    if "qpos" not in signals or "qvel" in signals:
+        return None
+    h = _step_size(step)
+    if h is None:
+        return None
+    model = getattr(step, "mj_model", None)
+    if hasattr(s0, "qpos") and hasattr(s0, "qvel"):
+        nv = int(np.size(s0.qvel))
+    elif isinstance(s0, tuple) and len(s0) == 2:
+        nv = int(np.size(s0[1]))
+    else:
+        return None
+
+    def velocity(rec: Recording, t: int):
+        q = np.asarray(rec.signals["qpos"], dtype=float)
+        if model is not None and model.nq != model.nv:
+            import mujoco
+
+            v = np.zeros(model.nv)
+            mujoco.mj_differentiatePos(model, v, h, q[t - 1], q[t])
+            return v
+        v = (q[t] - q[t - 1]) / h
+        return v if v.size == nv else np.full(nv, np.nan)
+
+    return velocity
+
+
+def _default_starts(step: Any, rec: Recording, observe: Any) -> tuple[Any, Any]:
+    """Multiple shooting's default ``(state_of, velocity)``: the recorded ``qpos`` and
+    ``qvel`` as the window starts, the velocities from the positions where only ``qpos`` is
+    recorded (:func:`_velocity_from_positions`); ``(None, None)`` where neither applies."""
+    velocity = _velocity_from_positions(step, rec.s0, rec.signals)
+    signals = dict(rec.signals, qvel=None) if velocity is not None else rec.signals
+    return _default_state_of(rec.s0, observe, signals), velocity
 
 
 def _default_state_of(s0: Any, observe: Any, signals: Mapping[str, Any]) -> Any:

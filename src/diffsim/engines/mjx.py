@@ -175,6 +175,11 @@ class MjxState(NamedTuple):
     act: Array
     qacc_warmstart: Array
 
+    SOLVER_MEMORY = ("qacc_warmstart",)
+    """Fields that are the solver's memory, not the physical state: multiple shooting
+    (:func:`diffsim.identify`) neither fits them at a window start nor asks them to be
+    continuous across windows."""
+
 
 def _parse(load: Callable[[], mujoco.MjModel], what: str) -> mujoco.MjModel:
     """Run MuJoCo's MJCF parser ``load`` with its warnings caught (MuJoCo prints them on

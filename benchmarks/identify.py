@@ -412,14 +412,63 @@ def figure(path: str) -> None:
     print(res)
 
 
+PUSH_SWEEP = (0.99, 0.995, 0.999, 1.001, 1.005, 1.01, 1.1, 1.3)
+
+
+def push_sweep() -> None:
+    """The push task's landscape in MuJoCo C: each parameter scaled alone, noise-free, the
+    RMS of the qpos difference from the truth's trajectory (what a fit's residual would be
+    on noise-free data), and the steps on which the box touches the floor with fewer than
+    its 4 corners (a hop)."""
+    import mujoco
+
+    base = mujoco.MjModel.from_xml_string(PUSH_XML)
+    ctrl = np.linspace(0.0, 1.0, PUSH_T)[:, None]
+
+    def run(scale: dict[str, float]):
+        m = mujoco.MjModel.from_xml_string(PUSH_XML)
+        b, g = m.body("box").id, m.geom("box").id
+        m.body_mass[b] *= scale.get("body_mass:box", 1.0)
+        m.geom_friction[g, 0] *= scale.get("geom_friction:box", 1.0)
+        m.geom_solref[g, 0] *= scale.get("geom_solref:box", 1.0)
+        d = mujoco.MjData(m)
+        rows, hops = [], 0
+        for u in ctrl:
+            d.ctrl[:] = u
+            mujoco.mj_step(m, d)
+            rows.append(d.qpos.copy())
+            floor = sum(
+                1
+                for c in d.contact[: d.ncon]
+                if {int(c.geom1), int(c.geom2)} == {base.geom("floor").id, base.geom("box").id}
+            )
+            hops += floor < 4
+        return np.array(rows), hops
+
+    q0, hops = run({})
+    print(f"push task, MuJoCo C, T = {PUSH_T}: the box touches the floor with fewer than 4 "
+          f"corners on {hops} of {PUSH_T} steps at the truth")  # fmt: skip
+    print("RMS qpos difference from the truth's trajectory (m), one parameter scaled:")
+    print("parameter          " + " ".join(f"{r:>9g}" for r in PUSH_SWEEP))
+    for name in PUSH_TRUTH:
+        cells = [np.sqrt(np.mean((run({name: r})[0] - q0) ** 2)) for r in PUSH_SWEEP]
+        print(f"{name:<18} " + " ".join(f"{c:9.2e}" for c in cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--tasks", default="spring,ball,chain,push,cheetah")
     parser.add_argument("--figure", help="write the guide's figure (a .png path) and stop")
+    parser.add_argument(
+        "--push-sweep", action="store_true", help="print the push task's landscape and stop"
+    )
     args = parser.parse_args()
     if args.figure:
         figure(args.figure)
+        return
+    if args.push_sweep:
+        push_sweep()
         return
     try:
         import cma  # type: ignore[import-not-found]  # noqa: F401

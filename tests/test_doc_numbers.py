@@ -264,3 +264,27 @@ def test_legged_identification_prose_is_the_recorded_run():
     assert f"{ours_s:.1f} s warm against" in " ".join(readme.split())
     assert f"rollouts and {span}." in " ".join(readme.split())
     assert f"CMA-ES\nneeds {median(cma, 3) / ours_n:.0f}× the rollouts" in guide
+
+
+def test_identify_guide_push_sweep_is_the_recorded_run():
+    """The identification guide's table of the push task's landscape is
+    docs/records/identify-push-sweep.txt (``python -m benchmarks.identify --push-sweep``),
+    each cell to its two shown figures, and the prose's hop count is the record's."""
+    record = (ROOT / "docs/records/identify-push-sweep.txt").read_text()
+    guide = (ROOT / "docs/guides/identify.md").read_text()
+    hops = re.search(r"fewer than 4 corners on (\d+) of (\d+) steps", record)
+    assert hops and f"on {hops[1]} of the {hops[2]}" in guide.replace("\n", " ")
+    rows = {}
+    for line in record.splitlines():
+        parts = line.split()
+        if parts and parts[0].endswith(":box"):
+            rows[parts[0].split(":")[0]] = [float(c) for c in parts[1:]]
+    assert len(rows) == 3
+    names = {"mass": "body_mass", "friction": "geom_friction", "solref": "geom_solref"}
+    table = guide.split("| parameter × |", 1)[1].splitlines()[2:5]
+    for line in table:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        want = rows[names[cells[0]]]
+        assert len(cells[1:]) == len(want), cells
+        for shown, value in zip(cells[1:], want):
+            assert float(shown) == _two_figures(value), (cells[0], shown, value)

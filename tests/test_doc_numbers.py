@@ -288,3 +288,12 @@ def test_identify_guide_push_sweep_is_the_recorded_run():
         assert len(cells[1:]) == len(want), cells
         for shown, value in zip(cells[1:], want):
             assert float(shown) == _two_figures(value), (cells[0], shown, value)
+
+
+def test_identify_guide_thrown_box_lift_is_the_recorded_run():
+    """The guide's thrown-box lifts are the push-sweep record's."""
+    record = (ROOT / "docs/records/identify-push-sweep.txt").read_text()
+    guide = (ROOT / "docs/guides/identify.md").read_text().replace("\n", " ")
+    lifts = dict(re.findall(r"thrown at ([\d.]+) m/s \(no finger\): lifts ([\d.]+) mm", record))
+    assert set(lifts) == {"0.3", "1"}
+    assert f"lifts {lifts['0.3']} mm at 0.3 m/s and {lifts['1']} mm at 1 m/s" in guide

@@ -7,8 +7,10 @@
 Each task of :data:`diffsim.TASKS` trained by :meth:`diffsim.Task.train` — the paper's
 recipe for it (σ, N, optimiser, iterations; ``--steps/--samples/--sigma`` override them) —
 with FoBG, ZoBG, AoBG, ``auto`` (deciding on every step) and ``auto`` deciding on one step in
-K = ``--decide-every`` (25; :class:`~diffsim.estimators.Auto`'s ``decide_every``) from the
-task's start (``--estimators`` picks the rows). Reported per estimator, medians over
+K = ``--decide-every`` (25; :class:`~diffsim.estimators.Auto`'s ``decide_every``), the
+latter also at the best fixed estimator's simulator evaluations (``auto-every@best``:
+``optimize(budget=...)``), from the task's start (``--estimators`` picks the rows).
+Reported per estimator, medians over
 the seeds with the range: the final noise-free loss, the task's score where it has one (tennis:
 the fraction of 200 held-out balls returned), the simulator evaluations and the wall time.
 Tennis (:mod:`diffsim.systems.tennis`): a linear policy Θ ∈ R^{3×7} from Θ = 0, noise on every
@@ -67,7 +69,10 @@ from diffsim import TASKS, PolicyObjective
 from diffsim.estimators import Auto, make_estimator
 
 NAMES = {"first": "FoBG", "zeroth": "ZoBG", "alpha": "AoBG", "auto": "auto",
-         "auto-every": "auto, K"}  # fmt: skip
+         "auto-every": "auto, K", "auto-every@best": "auto, K, best's budget"}  # fmt: skip
+FIXED = ("first", "zeroth", "alpha")
+"""The fixed estimators; ``auto-every@best`` runs at the simulator evaluations of the best of
+those measured before it in the same run (:func:`_best_fixed`)."""
 DECIDE_EVERY = 25
 """``auto-every``'s row: :class:`~diffsim.estimators.Auto` with ``decide_every`` K (the
 decision on one step in K, the estimator it chose on the others)."""
@@ -169,17 +174,22 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
     budget = samples * steps  # FoBG's, replaced by what it counts
     if only_apg:
         return rows + _apg_rows(task, seeds, budget, loss)
+    fixed: dict[str, tuple[float, float, int]] = {}  # name -> (median score, loss, evals)
     for name in estimators:
-        label = NAMES[name]
-        if name == "auto-every":
+        label, cap = NAMES[name], None
+        if name.startswith("auto-every"):
             label = f"auto, K={decide_every}"
             est = Auto(sigma=sigma, num_samples=samples, decide_every=decide_every)
+            if name == "auto-every@best":
+                best = _best_fixed(fixed)
+                cap = fixed[best][2]
+                label += f", {NAMES[best]}'s {cap}"
         else:
             est = make_estimator(name, sigma=sigma, num_samples=samples)
         costs, fracs, evals, times = [], [], [], []
         for seed in range(seeds):
             t = time.perf_counter()
-            r = spec.train(est, key=jax.random.PRNGKey(seed), steps=steps)
+            r = spec.train(est, key=jax.random.PRNGKey(seed), steps=steps, budget=cap)
             jax.block_until_ready(r.theta)
             times.append(time.perf_counter() - t)
             costs.append(float(r.loss))
@@ -188,6 +198,9 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
             evals.append(int(r.evaluations))
         if name == "first":
             budget = int(np.median(evals))
+        if name in FIXED:
+            score = float(np.median(fracs)) if fracs else 0.0
+            fixed[name] = (score, float(np.median(costs)), int(np.median(evals)))
         rows.append(_row(label, costs, fracs, evals, times))
         print(rows[-1], flush=True)
     if not es:
@@ -217,6 +230,15 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
         )
         print(rows[-1], flush=True)
     return rows + (_apg_rows(task, seeds, budget, loss) if apg else [])
+
+
+def _best_fixed(fixed: dict[str, tuple[float, float, int]]) -> str:
+    """The best fixed estimator measured so far: the highest median score (where the task
+    scores), then the lowest median loss."""
+    if not fixed:
+        raise SystemExit("auto-every@best needs a fixed estimator's row before it: "
+                         "--estimators first zeroth alpha auto-every@best")  # fmt: skip
+    return min(fixed, key=lambda n: (-fixed[n][0], fixed[n][1]))
 
 
 def _apg_rows(task: str, seeds: int, budget: int, loss) -> list[str]:

@@ -138,6 +138,34 @@ def test_cli_train_deciding_every_k_steps_is_the_library_run():
     np.testing.assert_array_equal(decided, [True, False, False, True, False, False])
 
 
+def test_cli_train_with_a_budget_is_the_library_run():
+    """``diffsim train -e first --budget 45`` on push-soft (N = 10 per step): 5 of 8 steps
+    run (the 5th reaches 50 ≥ 45), the JSON says so, and its history equals
+    ``Task.train(..., budget=45)``'s."""
+    out = runner.invoke(
+        app,
+        [
+            "train",
+            "--task",
+            "push-soft",
+            "-e",
+            "first",
+            "--steps",
+            "8",
+            "--budget",
+            "45",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    r = TASKS["push-soft"].train("first", key=jax.random.PRNGKey(0), steps=8, budget=45)
+    assert got["evaluations"] == int(r.evaluations) == 50
+    assert got["budget"] == 45 and got["iterations"] == 8 and got["iterations_run"] == 5
+    np.testing.assert_allclose(got["history"]["loss"], np.asarray(r.history.loss), rtol=1e-12)
+    assert got["loss_final"] == pytest.approx(float(r.loss), rel=1e-12)
+
+
 def test_training_a_task_again_compiles_nothing(caplog):
     """A second ``Task.train`` with another key reuses the first's compiled run (the loss
     and optimiser are built once per task), and gives the same numbers as a first run."""
@@ -158,6 +186,7 @@ def test_training_a_task_again_compiles_nothing(caplog):
         (["--task", "friction", "--steps", "-1"], "--steps must be an integer >= 0"),
         (["--task", "friction", "--seed", "-1"], "--seed"),
         (["--task", "friction", "--decide-every", "-2"], "--decide-every must be an integer >= 0"),
+        (["--task", "friction", "--budget", "-5"], "--budget must be an integer >= 0"),
         (
             ["--task", "friction", "-e", "first", "--decide-every", "5"],
             "--decide-every is an option of --estimator auto",

@@ -297,3 +297,26 @@ def test_identify_guide_thrown_box_lift_is_the_recorded_run():
     lifts = dict(re.findall(r"thrown at ([\d.]+) m/s \(no finger\): lifts ([\d.]+) mm", record))
     assert set(lifts) == {"0.3", "1"}
     assert f"lifts {lifts['0.3']} mm at 0.3 m/s and {lifts['1']} mm at 1 m/s" in guide
+
+
+def test_control_guide_budget_tables_are_the_recorded_run():
+    """The control guide's equal-budget tables (tennis, pendulum) are
+    docs/records/control-auto-budget.txt's rows verbatim, and the prose's scores and
+    evaluations of the budgeted rows are the record's."""
+    record = (ROOT / "docs/records/control-auto-budget.txt").read_text().splitlines()
+    assert record[0].startswith("# python -m benchmarks.control --task tennis")
+    guide = (ROOT / "docs/guides/control.md").read_text()
+    blocks = {b[0].split(":")[0]: b for b in _control_blocks(record)}
+    assert list(blocks) == ["tennis", "push-soft", "push-stiff", "friction", "pendulum"]
+    for task in ("tennis", "pendulum"):
+        assert "```text\n" + "\n".join(blocks[task][1:]) + "\n```" in guide
+    prose = guide.replace("\n", " ")
+    budgeted = {t: next(r for r in b if "'s " in r and r.startswith("auto")) for t, b in
+                blocks.items()}  # fmt: skip
+    for task in ("tennis", "pendulum"):
+        score = re.search(r"(\d+)% \[(\d+)%, (\d+)%\]", budgeted[task])
+        assert score and f"{score[1]} % [{score[2]} %, {score[3]} %]" in prose, task
+    spent = {t: int(r.split()[-3]) for t, r in budgeted.items()}
+    assert f"({spent['tennis']:,}:" in prose and f"({spent['pendulum']:,} spent" in prose
+    trajopt = ", ".join(f"{spent[t]:,}" for t in ("push-soft", "push-stiff", "friction"))
+    assert trajopt.replace(", 632", " and 632") in prose

@@ -181,3 +181,50 @@ def test_wall_descent_with_another_learning_rate_compiles_nothing(caplog):
     np.testing.assert_allclose(np.asarray(again.history.theta), np.asarray(reference.history.theta),
                                rtol=1e-12)  # fmt: skip
     assert float(again.theta) != 10.5  # it moved: the comparison is not of two idle runs
+
+
+def test_budget_stops_spending_at_the_simulator_budget():
+    """FoBG with N = 8 on a quadratic, budget 100: 13 steps run (the 13th reaches 104 ≥ 100)
+    and the 37 after are skipped — θ equals the unbudgeted run's θ after 13 steps (same
+    keys) to 1e-12, the skipped rows hold θ with 0 evaluations, a NaN estimate and no
+    choice; a budget the run never reaches changes nothing."""
+    from diffsim.estimators import FirstOrder
+
+    kw = dict(steps=50, key=jax.random.PRNGKey(0), optimizer=optax.sgd(0.05))
+    est = FirstOrder(sigma=0.1, num_samples=8)
+    theta0 = {"a": jnp.zeros(2), "b": jnp.asarray(0.0)}
+    full = optimize(_quad, theta0, est, **kw)
+    cut = optimize(_quad, theta0, est, budget=100, **kw)
+    assert int(cut.evaluations) == 104
+    np.testing.assert_array_equal(np.asarray(cut.history.evaluations[12:]), 104)
+    for k in ("a", "b"):
+        np.testing.assert_allclose(cut.theta[k], full.history.theta[k][13], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(cut.history.theta[k][13:], np.broadcast_to(
+            cut.theta[k], cut.history.theta[k][13:].shape), rtol=0, atol=0)  # fmt: skip
+    skipped = cut.history.estimate
+    assert np.all(np.asarray(skipped.num_grad_evals[13:]) == 0)
+    assert np.all(np.isnan(np.asarray(skipped.estimate["a"][13:])))
+    assert np.all(np.asarray(skipped.choice[13:]) == -1)
+    same = optimize(_quad, theta0, est, budget=400, **kw)
+    for k in ("a", "b"):
+        np.testing.assert_allclose(same.theta[k], full.theta[k], rtol=0, atol=1e-12)
+
+
+def test_budget_with_auto_deciding_every_k_steps():
+    """Auto(decide_every=5) with a budget: the run stops within one step of it — the
+    evaluations reach the budget, and without the last step that ran they were below it."""
+    from diffsim.estimators import Auto
+
+    r = optimize(_quad, {"a": jnp.zeros(2), "b": jnp.asarray(0.0)}, Auto(decide_every=5),
+                 steps=60, key=jax.random.PRNGKey(1), budget=300)  # fmt: skip
+    ev = np.asarray(r.history.evaluations)
+    ran = np.flatnonzero(np.diff(np.concatenate([[0], ev])) > 0)
+    assert 0 < ran[-1] < 59 and ev[-1] == int(r.evaluations) >= 300
+    assert (ev[ran[-2]] if len(ran) > 1 else 0) < 300
+
+
+@pytest.mark.parametrize("bad", [0, -3, 1.5, "10"])
+def test_budget_bad_input_names_it(bad):
+    with pytest.raises((ValueError, TypeError), match="budget"):
+        optimize(pw.loss_closed_form, 8.0, Exact(), steps=3, key=jax.random.PRNGKey(0),
+                 budget=bad)  # fmt: skip

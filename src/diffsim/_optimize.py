@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -114,7 +115,7 @@ def _positive_in_loop(name: str, value: Any, dtype: Any) -> Array:
 @eqx.filter_jit
 def _optimize(
     loss, theta0, estimator, optimizer, steps, key, sigma_schedule, temp_schedule, callback,
-    anneal=None,
+    anneal=None, budget=None,
 ):  # fmt: skip
     theta0 = jax.tree_util.tree_map(jnp.asarray, theta0)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0), float)
@@ -154,13 +155,31 @@ def _optimize(
         else:
             temp = _positive_in_loop("temperature_schedule", temp_schedule(k), dtype)
         loss_k = loss_at(temp)
-        if reuse:  # decide on one step in K, reuse the chosen estimator in between
-            r, plan = decide_or_reuse(est, loss_k, theta, step_key, plan)
+
+        def run(theta, opt_state, evals, plan):
+            if reuse:  # decide on one step in K, reuse the chosen estimator in between
+                r, plan = decide_or_reuse(est, loss_k, theta, step_key, plan)
+            else:
+                r = est(loss_k, theta, step_key)
+            updates, opt_state = optimizer.update(r.estimate, opt_state, theta)
+            new_theta = optax.apply_updates(theta, updates)
+            return new_theta, opt_state, evals + r.num_evals, plan, r
+
+        if budget is None:
+            new_theta, opt_state, evals, plan, r = run(theta, opt_state, evals, plan)
         else:
-            r = est(loss_k, theta, step_key)
-        updates, opt_state = optimizer.update(r.estimate, opt_state, theta)
-        new_theta = optax.apply_updates(theta, updates)
-        evals = evals + r.num_evals
+
+            def skip(theta, opt_state, evals, plan):
+                # the estimate's structure from the step's abstract trace: a NaN estimate,
+                # no evaluations, and no choice (-1)
+                shape = jax.eval_shape(run, theta, opt_state, evals, plan)[-1]
+                r = jax.tree_util.tree_map(_skipped, shape)
+                r = dataclasses.replace(r, choice=jnp.full_like(r.choice, -1))
+                return theta, opt_state, evals, plan, r
+
+            new_theta, opt_state, evals, plan, r = jax.lax.cond(
+                evals < budget, run, skip, theta, opt_state, evals, plan
+            )
         record = (theta, jnp.asarray(loss_k(theta), dtype), r, evals, sigma, temp)
         if callback is not None:
             jax.debug.callback(callback, k + 1)
@@ -190,6 +209,7 @@ def optimize(
     sigma_anneal: float | None = SIGMA_ANNEAL,
     temperature_schedule: Schedule | None = None,
     callback: Callable[[Array], None] | None = None,
+    budget: int | None = None,
 ) -> OptimizeResult:
     r"""Minimise ``loss`` from ``theta0`` with gradients from ``estimator``.
 
@@ -230,6 +250,12 @@ def optimize(
             after each one (``jax.debug.callback``, unordered — ordered effects are not
             supported on several devices — so calls may arrive out of order; e.g. to
             advance a progress bar).
+        budget: optional simulator-evaluation budget (loss + gradient evaluations, as
+            ``evaluations`` counts them; >= 1): a step runs only while fewer have been
+            spent, so the run stops within one step's cost of it (as an evolution strategy
+            stops after the generation that reaches its budget) — to compare estimators at
+            equal simulator cost. Skipped steps are not run (``lax.cond``): θ is held, and
+            their history rows hold it, 0 evaluations and a NaN estimate.
 
     Returns:
         :class:`OptimizeResult` with the final θ, its loss, the evaluations used and the
@@ -291,6 +317,8 @@ def optimize(
     # θ₀, which may be traced; one compiled program for every θ₀)
     if temperature_schedule is not None:
         _check_schedule("temperature_schedule", temperature_schedule, steps + 1, None)
+    if budget is not None:
+        budget = check_int("budget", budget, minimum=1, maximum=INT32_MAX)
     try:
         result = _optimize(
             loss,
@@ -303,6 +331,7 @@ def optimize(
             temperature_schedule,
             callback,
             anneal,
+            budget,
         )
         _check_diverged(result)
         return result
@@ -314,6 +343,12 @@ def optimize(
                     "the optimisation loop)"
                 ) from None
         raise
+
+
+def _skipped(leaf: Any) -> Array:
+    """A skipped step's estimate field: NaN where it is a float, 0 where an integer."""
+    fill = jnp.nan if jnp.issubdtype(leaf.dtype, jnp.inexact) else 0
+    return jnp.full(leaf.shape, fill, leaf.dtype)
 
 
 class _Anneal(eqx.Module):

@@ -123,10 +123,12 @@ class Task:
         return "Adam (optimize's default)"
 
     def train(self, estimator: str | Estimator = "auto", *, key: Array, steps: int | None = None,
-              callback: Callable[[Array], None] | None = None) -> OptimizeResult:  # fmt: skip
+              callback: Callable[[Array], None] | None = None,
+              budget: int | None = None) -> OptimizeResult:  # fmt: skip
         """Train θ from the task's start with ``estimator`` (a name or an
         :class:`~diffsim.estimators.Estimator`) by :func:`diffsim.optimize`, σ held fixed,
-        for ``steps`` iterations (default: the experiment's); ``callback`` as ``optimize``'s.
+        for ``steps`` iterations (default: the experiment's); ``callback`` and ``budget``
+        (simulator evaluations at most, within one step) as ``optimize``'s.
 
         Example:
             >>> import jax
@@ -141,7 +143,7 @@ class Task:
         steps = self.steps if steps is None else check_int("steps", steps, minimum=1)
         (loss, theta0), opt = self.problem(), self.optimizer()
         return optimize(loss, theta0, est, steps=steps, key=key, optimizer=opt,
-                        sigma_anneal=None, callback=callback)  # fmt: skip
+                        sigma_anneal=None, callback=callback, budget=budget)  # fmt: skip
 
 
 @functools.cache

@@ -46,6 +46,12 @@ def train_cmd(
         help="auto only: decide on one step in K, reuse the chosen "
         "estimator between (0: decide on every step).",
     ),
+    budget: int = typer.Option(
+        0,
+        "--budget",
+        help="Simulator evaluations at most (loss + gradient; the run stops within one "
+        "step of it: to compare estimators at equal cost). 0: no budget.",
+    ),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -62,12 +68,13 @@ def train_cmd(
     est = spec.estimator(estimator)
     if decide_every:
         est = dataclasses.replace(est, decide_every=decide_every)
+    budget = check_count("budget", budget, 0, 2**31 - 1, "the evaluation counter's range")
     check_seed(seed)
     start = time.perf_counter()
     # a rough per-iteration cost, only to decide whether a progress bar is worth showing
     guess = steps * (0.5 if spec.score is not None else 0.01) * (4 if estimator == "auto" else 1)
     with progress_bar(f"train {spec.name}", steps, guess, json_out) as advance:
-        r = spec.train(est, key=jax.random.PRNGKey(seed), steps=steps,
+        r = spec.train(est, key=jax.random.PRNGKey(seed), steps=steps, budget=budget or None,
                        callback=lambda k: advance(completed=int(k)))  # fmt: skip
         jax.block_until_ready(r)
     seconds = time.perf_counter() - start
@@ -80,7 +87,9 @@ def train_cmd(
         "sigma": spec.sigma,
         "samples": spec.num_samples,
         "decide_every": decide_every or None,
+        "budget": budget or None,
         "iterations": steps,
+        "iterations_run": int(np.sum(np.diff(np.asarray(r.history.evaluations), prepend=0) > 0)),
         "dtype": precision_name(),
         "loss_initial": loss0,
         "loss_final": float(r.loss),
@@ -94,6 +103,8 @@ def train_cmd(
     inputs = f"--task {spec.name} --estimator {estimator} --steps {steps} --seed {seed}"
     if decide_every:
         inputs += f" --decide-every {decide_every}"
+    if budget:
+        inputs += f" --budget {budget}"
     require_finite_answer(out, keys, inputs)
     if json_out:
         print_json(out)
@@ -108,8 +119,9 @@ def train_cmd(
         table.add_row(str(k), f"{losses[k]:.6g}")
     table.add_row(str(steps), f"{out['loss_final']:.6g}")
     console.print(table)
+    ran = "" if out["iterations_run"] == steps else f" ({out['iterations_run']} run: --budget)"
     line = (
-        f"loss {loss0:.6g} → {out['loss_final']:.6g} in {steps} iterations, "
+        f"loss {loss0:.6g} → {out['loss_final']:.6g} in {steps} iterations{ran}, "
         f"{out['evaluations']} simulator evaluations, {seconds:.1f} s"
     )
     if spec.score is not None:

@@ -318,7 +318,8 @@ def optimize(
     if temperature_schedule is not None:
         _check_schedule("temperature_schedule", temperature_schedule, steps + 1, None)
     if budget is not None:
-        budget = check_int("budget", budget, minimum=1, maximum=INT32_MAX)
+        # an array, not a static int: another budget reuses the compiled run
+        budget = jnp.asarray(check_int("budget", budget, minimum=1, maximum=INT32_MAX), jnp.int32)
     try:
         result = _optimize(
             loss,

@@ -317,9 +317,9 @@ def optimize(
     # θ₀, which may be traced; one compiled program for every θ₀)
     if temperature_schedule is not None:
         _check_schedule("temperature_schedule", temperature_schedule, steps + 1, None)
+    cap = None  # an array, not a static int: another budget reuses the compiled run
     if budget is not None:
-        # an array, not a static int: another budget reuses the compiled run
-        budget = jnp.asarray(check_int("budget", budget, minimum=1, maximum=INT32_MAX), jnp.int32)
+        cap = jnp.asarray(check_int("budget", budget, minimum=1, maximum=INT32_MAX), jnp.int32)
     try:
         result = _optimize(
             loss,
@@ -332,7 +332,7 @@ def optimize(
             temperature_schedule,
             callback,
             anneal,
-            budget,
+            cap,
         )
         _check_diverged(result)
         return result

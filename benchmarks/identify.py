@@ -181,8 +181,10 @@ def _mujoco_c_task(xml: str, ctrl: np.ndarray, spec: dict, noise: float, seed: i
     return label, sys, rec, params, truth, obs, peer
 
 
-def _task_push(seed: int):
-    spec = {
+def _box_spec() -> dict:
+    """The box tasks' parameters (mass, friction, solref): (peer kind, attribute, column,
+    start, bounds, truth) by name."""
+    return {
         n: (kind, attr, col, PUSH_START[n], PUSH_BOUNDS[n], PUSH_TRUTH[n])
         for n, kind, attr, col in (
             ("body_mass:box", "body", "mass", None),
@@ -190,9 +192,50 @@ def _task_push(seed: int):
             ("geom_solref:box", "geom", "solref", 0),
         )
     }
+
+
+def _task_push(seed: int):
+    spec = _box_spec()
     ctrl = np.linspace(0.0, 1.0, PUSH_T)[:, None]
     label = f"pushed box: mass, friction, solref (MuJoCo C data, σ = {PUSH_NOISE:g} m)"
     return _mujoco_c_task(PUSH_XML, ctrl, spec, PUSH_NOISE, seed, label)
+
+
+SLIDE_XML = """
+<mujoco model="shoved-box-id">
+  <option timestep="0.005" integrator="Euler" gravity="0 0 -9.81"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 0.1" friction="0.1 0.005 0.0001"/>
+    <body name="box" pos="0 0 0.1">
+      <joint name="box_x" type="slide" axis="1 0 0"/>
+      <joint name="box_z" type="slide" axis="0 0 1"/>
+      <geom name="box" type="box" size="0.1 0.1 0.1" mass="1" friction="0.5 0.005 0.0001"
+            solref="0.04 1"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="shove" joint="box_x" ctrlrange="-20 20" ctrllimited="true"/>
+  </actuator>
+</mujoco>
+"""
+"""The well-posed contact task: a box set down on a floor (released touching it, so it settles
+into its contact) and shoved along it by a known force rising from 0 to 6.3 N over 1 s —
+past the 4.9 N that friction holds (μ m g), so it breaks away and slides, at up to 0.16 m/s,
+with no finger touching it. Mass (from F = m a), friction (from when and how it breaks
+away) and the contact time constant (from how deep it settles) all move its recorded
+positions. Even this slowly, MuJoCo's soft friction lifts the sliding box off the floor for
+single steps (7 times in its last 40 steps, the first ~4 steps after it breaks away at
+step ~156; with every solref, cone and impratio tried): each lift is an event that moves from one time step to
+the next as θ changes, a step in the residual."""
+
+SLIDE_FORCE = 6.3  # N at t = 1 s
+
+
+def _task_slide(seed: int):
+    spec = _box_spec()
+    ctrl = np.linspace(0.0, SLIDE_FORCE, PUSH_T)[:, None]
+    label = f"shoved box: mass, friction, solref (MuJoCo C data, σ = {PUSH_NOISE:g} m)"
+    return _mujoco_c_task(SLIDE_XML, ctrl, spec, PUSH_NOISE, seed, label)
 
 
 CHEETAH_T = 200  # 2 s at gymnasium's h = 0.01 s
@@ -481,7 +524,7 @@ def push_sweep() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--tasks", default="spring,ball,chain,push,cheetah")
+    parser.add_argument("--tasks", default="spring,ball,chain,push,slide,cheetah")
     parser.add_argument("--figure", help="write the guide's figure (a .png path) and stop")
     parser.add_argument(
         "--push-sweep", action="store_true", help="print the push task's landscape and stop"
@@ -505,6 +548,7 @@ def main() -> None:
         "ball": _task_ball,
         "chain": _task_chain,
         "push": _task_push,
+        "slide": _task_slide,
         "cheetah": _task_cheetah,
     }
     print(

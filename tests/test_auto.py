@@ -226,6 +226,7 @@ def _reused(history, every):
     return ~decided
 
 
+@pytest.mark.slow  # ~15–50 s cold on 2 cores: the default suite stays under 10 min
 def test_deciding_every_step_is_auto_and_every_k_steps_reuses_the_decision():
     """``decide_every=1`` is plain auto in ``optimize`` (the same history to float rounding:
     another compiled program);
@@ -256,6 +257,7 @@ def test_deciding_every_step_is_auto_and_every_k_steps_reuses_the_decision():
     assert int(five.evaluations) < int(every.evaluations) / 3
 
 
+@pytest.mark.slow  # ~15–50 s cold on 2 cores: the default suite stays under 10 min
 def test_a_reused_plateau_decision_keeps_its_widened_sigma():
     """A Heaviside 0.5 short of its step: each decision widens σ twice (5 % of θ → 80 %)
     and picks zeroth order; a reused step is ZerothOrder at σ = Relative(0.8) and N — the
@@ -283,6 +285,7 @@ def test_decide_every_is_validated(bad):
         Auto(decide_every=bad)
 
 
+@pytest.mark.slow  # ~15–50 s cold on 2 cores: the default suite stays under 10 min
 def test_the_default_sigma_widens_inside_optimize_and_jit():
     """Auto's default σ may widen (twice): decided when the estimator is built, so a copy
     rebuilt inside ``jit`` (``optimize``'s loop, a user's ``jax.jit``) keeps it — before, the

@@ -121,6 +121,7 @@ def test_cli_train_is_the_library_run():
     assert got["loss_final"] < got["loss_initial"]
 
 
+@pytest.mark.slow  # ~15–50 s cold on 2 cores: the default suite stays under 10 min
 def test_cli_train_deciding_every_k_steps_is_the_library_run():
     """``diffsim train -e auto --decide-every 3`` is ``Task.train`` with
     ``Auto(decide_every=3)`` (the task's σ and N): the same losses and evaluations."""

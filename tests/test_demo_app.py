@@ -234,6 +234,7 @@ def test_heavy_panels_wait_for_the_slider_to_rest():
     assert "gradient" not in readout and "doctor" not in readout and "loss-figure" not in readout
 
 
+@pytest.mark.slow  # ~15–50 s cold on 2 cores: the default suite stays under 10 min
 def test_draw_shows_curves_point_and_every_estimator(callbacks, model):
     assert model.wait_until_compiled("gradients", timeout=300)
     fig, gfig, _table, _, message, drawn = callbacks.draw(

@@ -166,6 +166,7 @@ def test_thresholds_are_one_options_object_checked_field_by_field(fields, match)
         diagnose(lambda t: t**2, jnp.asarray(1.0), KEY, thresholds=Thresholds(**fields))
 
 
+@pytest.mark.slow  # ~15–50 s cold on 2 cores: the default suite stays under 10 min
 def test_thresholds_reach_the_decision():
     """A band of doubt no statistic can leave makes the verdict inconclusive; the rollout's
     chaos_growth is read from the same object (the pendulum's growth, > 1e3, is no chaos

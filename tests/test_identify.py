@@ -61,7 +61,9 @@ def test_mass_spring_damper_noise_free():
     assert res.residual < 1e-8 < res.residual_start
     assert res.unidentifiable == ()
     assert res.evaluations == res.iterations + 2
-    assert res.rollout_equivalents == res.evaluations * 3 + 2 * (21 + 2)  # + the doctor's checks
+    # + the doctor's checks, + the probe at the intervals' scale: the Jacobian (1 + 2) and
+    # each parameter moved alone by ±1 and ±2 half-widths (8 rollouts)
+    assert res.rollout_equivalents == res.evaluations * 3 + 2 * (21 + 2) + (1 + 2 + 8)
     assert res.jacobian_trusted is True
     # the history starts at the start and its cost never rises (accepted iterates)
     assert res.history["theta"].shape == (res.iterations, 2)
@@ -477,6 +479,86 @@ def test_a_plateau_is_fitted_with_the_smoothed_jacobian():
     assert 3.875 <= res.theta["k"] < 4.125, res
     assert res.residual < 1e-12, res
     assert all(math.isfinite(v) for v in (res.interval_low["k"], res.interval_high["k"]))
+
+
+def _stepped_ball():
+    """A ball dropped from 1 m with its contact found at the time steps (h = 10 ms): a step
+    that ends below the floor reflects x and v, scaled by e. A bounce that moves from one
+    time step to the next as g or e change moves the trajectory by a jump, so the residual
+    is a staircase of smooth pieces; 200 steps (four bounces) of noise-free heights."""
+    h = 0.01
+
+    def step(s, th):
+        x, v = s
+        v = v - th["g"] * h
+        x = x + h * v
+        hit = x < 0
+        return (jnp.where(hit, -th["e"] * x, x), jnp.where(hit, -th["e"] * v, v))
+
+    s0 = (jnp.array(1.0), jnp.array(0.0))
+    rec = simulate_recording(step, s0, {"g": jnp.array(9.81), "e": jnp.array(0.8)}, 200)
+    return step, Recording(rec.s0, {"qpos": rec.signals["qpos"]})
+
+
+def _stepped_ball_cost(g, e):
+    """The same ball in plain Python floats (an independent implementation): the cost
+    ‖x(g, e) − x(9.81, 0.8)‖² over the 200 recorded heights."""
+
+    def heights(g, e):
+        x, v, out = 1.0, 0.0, []
+        for _ in range(200):
+            v -= g * 0.01
+            x += 0.01 * v
+            if x < 0:
+                x, v = -e * x, -e * v
+            out.append(x)
+        return np.array(out)
+
+    return float(np.sum((heights(g, e) - heights(9.81, 0.8)) ** 2))
+
+
+def test_a_fit_held_on_a_step_of_the_residual_is_moved_off_it_by_the_probe():
+    """The stepped ball from g = 10.1663, e = 0.8033: Levenberg–Marquardt stops where the
+    smooth piece it is on has its minimum (the doctor trusts the exact Jacobian there; with
+    trust="off" the fit ends 3.9 % from the truth, intervals and all), but the cost is
+    lower one bounce-step away, inside the intervals the fit reports. trust="act" probes
+    each parameter alone at ±1 and ±2 of its 95 % half-widths, finds the lower cost (checked
+    here against an independent implementation: the probe's point is lower than the
+    trapped estimate by more than PROBE_GAIN), fits again from there and reaches the truth
+    (1e-9 relative)."""
+    import re
+
+    from diffsim._identify import PROBE_GAIN
+
+    step, rec = _stepped_ball()
+    start = {"g": jnp.array(10.1663), "e": jnp.array(0.8033)}
+    bounds = {"g": (1, 20), "e": (0.1, 1)}
+    off = identify(step, rec, start, "g, e", bounds=bounds, trust="off")
+    assert off.converged and off.actions == ()
+    assert abs(off.theta["g"] - 9.81) / 9.81 > 0.01, off
+    res = identify(step, rec, start, "g, e", bounds=bounds)
+    assert res.converged and res.jacobian_trusted is True and res.jacobian == "exact", res
+    assert abs(res.theta["g"] - 9.81) < 1e-8 * 9.81 and abs(res.theta["e"] - 0.8) < 1e-9, res
+    assert len(res.actions) == 1 and "half-widths" in res.actions[0], res.actions
+    # the probe's note: which parameter moved, from where to where; its cost is lower
+    name, a, b = re.search(r"estimate (\w) moved .*?\(([-\d.e+]+) → ([-\d.e+]+)\)",
+                           res.actions[0]).groups()  # fmt: skip
+    trapped = {"g": off.theta["g"], "e": off.theta["e"]}
+    assert math.isclose(float(a), trapped[name], rel_tol=1e-7)
+    moved = dict(trapped, **{name: float(b)})
+    c_trapped, c_moved = _stepped_ball_cost(**trapped), _stepped_ball_cost(**moved)
+    assert c_moved < (1 - PROBE_GAIN) * c_trapped, (c_moved, c_trapped)
+    # the trapped fit's own intervals exclude the truth: what the probe guards against
+    assert not (off.interval_low["g"] <= 9.81 <= off.interval_high["g"]), off
+
+
+def test_an_integer_start_is_fitted_as_a_real():
+    """theta given as integers (jnp.array(10)): fitted as reals, not rounded to a zero
+    derivative (which would read as "the recordings do not determine g")."""
+    step, rec = _stepped_ball()
+    res = identify(step, rec, {"g": jnp.array(10), "e": jnp.array(0.8)}, "g",
+                   bounds={"g": (1, 20)})  # fmt: skip
+    assert res.converged and abs(res.theta["g"] - 9.81) < 1e-8, res
 
 
 def test_trust_must_be_one_of_its_values():

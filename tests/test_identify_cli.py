@@ -16,6 +16,7 @@ from diffsim.systems import bouncing_ball
 runner = cli_runner()
 
 
+@pytest.mark.slow  # ~15–50 s cold on 2 cores: the default suite stays under 10 min
 def test_record_then_identify_bouncing_ball(tmp_path):
     """Noise-free heights of the ball (e = 0.7, g = 9.81, 1.5 s: two bounces) recorded by
     the CLI; the fit from e = 0.6, g = 9.5 recovers them to 1e-6 relative, and equals the

@@ -274,6 +274,7 @@ def test_a_diverged_training_keeps_the_last_good_theta():
     assert good is not None and bool(jnp.all(jnp.isfinite(good)))
 
 
+@pytest.mark.slow  # ~15–50 s cold on 2 cores: the default suite stays under 10 min
 def test_auto_deciding_every_k_steps_reuses_first_order_on_a_smooth_loop():
     """The linear–quadratic loop with ``decide_every=4``: decisions on steps 0 and 4 (the
     first trusts first order; N = 16 leaves the second undecided: "mixed"), and the steps

@@ -582,14 +582,16 @@ class IdentifyResult:
             their Jacobians (one per step, one at the start and one at θ̂ of each solve);
             ``rollout_equivalents``: evaluations × (1 + p + #starts) (one per forward-mode
             tangent; the smoothed Jacobian adds 2·M·p rollouts), plus 10·p + 1 + p + #starts for
-            each of the doctor's checks (its differences and the exact Jacobian it checks).
+            each of the doctor's checks (its differences and the exact Jacobian it checks),
+            plus, for each probe around θ̂ (``trust="act"``), its Jacobian and its rollouts.
         jacobian_mode, seconds: how the Jacobian was computed, and the wall time.
         jacobian_trusted: whether the doctor's finite-difference check agreed with the
             exact Jacobian at θ̂ (``None``: not checked).
         actions: what the fit did because the doctor did not trust the exact Jacobian
             (``trust="act"``): switched to multiple shooting or to the smoothed Jacobian,
-            where and why; ``jacobian``: ``"exact"`` or ``"smoothed"``, the Jacobian the
-            last solve and the intervals used.
+            where and why, or fitted again from a lower probe around θ̂; ``jacobian``:
+            ``"exact"`` or ``"smoothed"``, the Jacobian the last solve and the intervals
+            used.
         history: ``{"cost": (k,), "theta": (k, p)}``: the accepted iterates.
 
     Example:
@@ -1094,8 +1096,13 @@ def identify(
             found it at θ̂ then runs again from θ̂. Where the exact Jacobian is
             rank-deficient at the start but the smoothed one is not (a plateau), it
             switches to the smoothed Jacobian instead of raising
-            :class:`NotIdentifiableError`. The result's ``actions`` and ``message`` say
-            what was done. ``"report"``: checked at θ̂ only, nothing changed.
+            :class:`NotIdentifiableError`. Last, it probes the cost around θ̂ at the scale of
+            the intervals it would report (each parameter alone at :data:`PROBE_WIDTHS` of
+            its 95 % half-width: 4·p rollouts and a Jacobian): where a probe is lower by more
+            than :data:`PROBE_GAIN` (θ̂ was held on a step of the residual, a contact event
+            moving from one time step to the next), it fits again from there, at most
+            :data:`PROBE_RESTARTS` times. The result's ``actions`` and ``message`` say what
+            was done. ``"report"``: checked at θ̂ only, nothing changed.
             ``"off"``: no check (``jacobian_trusted`` is ``None``).
         shooting: multiple shooting with windows of this many steps (>= 1, fewer than
             the longest recording's T): each recording is cut into windows, every window
@@ -1236,6 +1243,15 @@ def identify(
     static_params = tuple(
         Parameter(p.field, p.index, None, p.lower, p.upper, p.label) for p in params
     )
+    # a fitted field given as integers (theta={"g": jnp.array(10)}) is fitted as reals: set
+    # into an integer array, every value would round and its derivative would be zero
+    fitted = {p.field for p in params}
+    theta = {
+        k: jnp.asarray(v, dtype)
+        if k in fitted and not jnp.issubdtype(jnp.asarray(v).dtype, jnp.inexact)
+        else v
+        for k, v in theta.items()
+    }
     problem = _Problem(step, observe_recorded, static_params, T, theta, data)
     x0j = jnp.asarray(x0, dtype)
     extra0 = extra_scale = None
@@ -1347,10 +1363,62 @@ def identify(
             f"value, {SMOOTHING_DRAWS} antithetic draws)"
         )  # fmt: skip
 
+    def probe(prob, x_all):
+        """The lowest of the cost at θ̂ and at :data:`PROBE_WIDTHS` of each parameter's 95 %
+        half-width from it (inside its bounds; shooting's starts held): ``(θ, note)`` when
+        a probe lowers the cost by more than :data:`PROBE_GAIN`, else ``None``."""
+        xa = jnp.asarray(x_all, dtype)
+        r_, J_ = (np.asarray(a, dtype=float) for a in _jacobian(prob, xa))
+        n_x = int(xa.shape[0])
+        checks[1] += 1 + n_x + (2 * SMOOTHING_DRAWS * p_count if prob.smooth_eps is not None else 0)
+        dof_ = N - n_x
+        cov_ = _covariance(r_[:n_data], J_, p_count, dof_, rank_rtol)
+        half = _t_quantile(dof_) * np.sqrt(np.maximum(np.diag(cov_), 0.0))
+        x_np = np.asarray(x_all, dtype=float)
+        points, moves = [], []
+        for j, par in enumerate(params):
+            for k in PROBE_WIDTHS:
+                v = x_np[j] + k * half[j]
+                if np.isfinite(v) and half[j] > 0 and par.lower < v < par.upper:
+                    x = x_np.copy()
+                    x[j] = v
+                    points.append(x)
+                    moves.append((j, k))
+        if not points:
+            return None
+        checks[1] += len(points)
+        exact = dataclasses.replace(prob, smooth_eps=None, smooth_sigma=None)
+        c = np.asarray(_costs(exact, jnp.asarray(np.stack(points), dtype)))
+        c0 = float(np.sum(np.asarray(_exact_residuals(exact, xa)) ** 2))
+        best = int(np.argmin(np.where(np.isfinite(c), c, np.inf)))
+        drop = c0 - c[best]
+        if not (np.isfinite(c[best]) and drop > PROBE_GAIN * c0 and drop > rounding):
+            return None
+        j, k = moves[best]
+        return points[best][:p_count], (
+            f"at the estimate {labels[j]} moved by {k:+g} of its 95 % half-widths "
+            f"({x_np[j]:.8g} → {points[best][j]:.8g}) lowers the cost by "
+            f"{1.0 - c[best] / c0:.1%}: the estimate was not a minimum at the scale of its "
+            f"own intervals (the residual steps there, e.g. a contact event moving from one "
+            f"time step to the next as θ changes)"
+        )  # fmt: skip
+
+    # costs closer than this to each other are rounding: 100·ε of the data's own ‖y‖²
+    rounding = (
+        100
+        * float(jnp.finfo(dtype).eps)
+        * sum(
+            float(jnp.sum(jnp.where(data.mask[k], data.observed[k] * data.weights[k], 0.0) ** 2))
+            for k in data.observed
+        )
+    )
     single = problem  # before any remedy: what shorter windows are cut from
-    if trust == "act" and not actions and not exact_trusted(problem, x0_all):
+    remedied = bool(actions)  # a remedy (the smoothed Jacobian, shooting) is applied once
+    restarts = 0  # fits started again from a lower probe
+    if trust == "act" and not remedied and not exact_trusted(problem, x0_all):
         problem, extra0, extra_scale, note = remedy(problem, x0, "at the start")
         actions.append(note)
+        remedied = True
 
     # the fit; then, with trust="act": when the doctor does not trust the exact Jacobian at
     # the estimate and nothing was done yet, the remedy and a fit from there; when windows
@@ -1374,9 +1442,10 @@ def identify(
         trusted = None if trust == "off" else exact_trusted(problem, x_hat_all)
         if trust != "act":
             break
-        if trusted is False and not actions:
+        if trusted is False and not remedied:
             problem, extra0, extra_scale, note = remedy(problem, x_theta_start, "at the estimate")
             actions.append(note + ", and fitted again from the estimate")
+            remedied = True
             continue
         exact = dataclasses.replace(problem, smooth_eps=None, smooth_sigma=None)
         if (
@@ -1404,6 +1473,17 @@ def identify(
                 problem, extra0, extra_scale, note = shot
                 actions.append(note + ", and fitted again from their estimate")
                 continue
+        lower = probe(problem, x_hat_all) if run[3] else None
+        if lower is not None and restarts < PROBE_RESTARTS:
+            x_theta_start, note = lower
+            restarts += 1
+            actions.append(note + ": fitted again from there")
+            continue
+        if lower is not None:
+            actions.append(
+                lower[1] + f", still after {PROBE_RESTARTS} restarts: the intervals do not "
+                "describe the cost around the estimate"
+            )
         break
 
     x_hat, _, ok, finite, jac = fit_runs[-1][:5]
@@ -1420,18 +1500,10 @@ def identify(
     sv, V = _scaled_svd(_theta_block(J, p_count))
     bad = _unidentified(sv, V, labels, rank_rtol)
     dof = N - p_count - n_extra
-    s2 = float(r @ r) / dof
-    norms = np.linalg.norm(J, axis=0)
-    D = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
-    _, S, Vt = np.linalg.svd(J * D, full_matrices=False)
-    keep = S > rank_rtol * (S[0] if S.size and S[0] > 0 else 1.0)
-    inv = (Vt.T[:, keep] / S[keep] ** 2) @ Vt[keep]
-    cov = s2 * (D[:, None] * inv * D[None, :])[:p_count, :p_count]
+    cov = _covariance(r, J, p_count, dof, rank_rtol)
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
     se = np.where([n in bad for n in labels], np.inf, se)
-    from scipy import stats  # a dependency of jax
-
-    tq = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof))
+    tq = _t_quantile(dof)
     per_signal = {}
     offset = 0
     for key in data.observed:
@@ -1508,6 +1580,21 @@ SMOOTHING_DRAWS = 16
 
 MIN_AUTO_WINDOW = 5
 """The shortest window the fit's own switch to multiple shooting tries, in steps."""
+
+PROBE_WIDTHS = (-2.0, -1.0, 1.0, 2.0)
+"""Where a fit with ``trust="act"`` looks around θ̂ for a lower cost: each parameter moved
+alone by these multiples of its 95 % interval's half-width (4·p rollouts). The intervals are
+the Jacobian's promise that the cost rises that far out; a residual with steps (a contact
+event that moves from one time step to the next as θ changes) can hold Levenberg–Marquardt
+on a step's edge, where the Jacobian of each smooth piece sees a minimum and the data do
+not."""
+
+PROBE_GAIN = 1e-3
+"""The relative decrease of the cost at a probe that counts as lower (and it must exceed
+100·ε of the data's ‖y‖²: below that the costs differ by rounding)."""
+
+PROBE_RESTARTS = 4
+"""How many times at most a fit starts again from a lower probe."""
 
 
 NONLINEARITY = 0.5
@@ -1763,6 +1850,31 @@ def _default_state_of(s0: Any, observe: Any, signals: Mapping[str, Any]) -> Any:
             jnp.reshape(jnp.asarray(row["qvel"], v.dtype), v.shape),
         )
     return None
+
+
+def _covariance(r: np.ndarray, J: np.ndarray, p: int, dof: int, rank_rtol: float) -> np.ndarray:
+    """θ's block of s²·(JᵀJ)⁻¹, s² = ‖r‖²/dof (r the data's residuals), through the column-
+    normalised Jacobian's SVD with directions below ``rank_rtol`` dropped."""
+    s2 = float(r @ r) / dof
+    norms = np.linalg.norm(J, axis=0)
+    D = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0)
+    _, S, Vt = np.linalg.svd(J * D, full_matrices=False)
+    keep = S > rank_rtol * (S[0] if S.size and S[0] > 0 else 1.0)
+    inv = (Vt.T[:, keep] / S[keep] ** 2) @ Vt[keep]
+    return s2 * (D[:, None] * inv * D[None, :])[:p, :p]
+
+
+def _t_quantile(dof: int) -> float:
+    """Student's t quantile of the intervals' :data:`CONFIDENCE`."""
+    from scipy import stats  # a dependency of jax
+
+    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof))
+
+
+@eqx.filter_jit
+def _costs(problem: _Problem, X):
+    """‖r(x)‖² at each row of X: one ``lax.map`` (a scan of the rollout, compiled like one)."""
+    return jax.lax.map(lambda x: jnp.sum(problem.exact_residuals(x) ** 2), X)
 
 
 def _fmt(sv) -> str:

@@ -225,8 +225,8 @@ with no finger touching it. Mass (from F = m a), friction (from when and how it 
 away) and the contact time constant (from how deep it settles) all move its recorded
 positions. Even this slowly, MuJoCo's soft friction lifts the sliding box off the floor for
 single steps (7 times in its last 40 steps, the first ~4 steps after it breaks away at
-step ~156; with every solref, cone and impratio tried): each lift is an event that moves from one time step to
-the next as θ changes, a step in the residual."""
+step ~156; with every solref, cone and impratio tried): each lift is an event that moves
+from one time step to the next as θ changes, a step in the residual."""
 
 SLIDE_FORCE = 6.3  # N at t = 1 s
 

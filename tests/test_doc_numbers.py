@@ -238,7 +238,8 @@ def test_legged_identification_prose_is_the_recorded_run():
     """The numbers the guide's and README's prose quote for the half_cheetah task are the
     record's: diffsim's rollout-equivalents and warm wall time, mujoco.sysid's rollouts and
     time, CMA-ES's ratio."""
-    record = (ROOT / "docs/records/identify-benchmark.txt").read_text().split("## half_cheetah")[1]
+    record = (ROOT / "docs/records/identify-benchmark.txt").read_text()
+    record = record.split("## half_cheetah")[1].split("\n# ")[0]  # up to the next run's header
     cells = {
         line.split(" | ")[0][2:]: line.split(" | ")
         for line in record.splitlines()
@@ -320,3 +321,35 @@ def test_control_guide_budget_tables_are_the_recorded_run():
     assert f"({spent['tennis']:,}:" in prose and f"({spent['pendulum']:,} spent" in prose
     trajopt = ", ".join(f"{spent[t]:,}" for t in ("push-soft", "push-stiff", "friction"))
     assert trajopt.replace(", 632", " and 632") in prose
+
+
+def test_identify_guide_slide_prose_is_the_recorded_run():
+    """The shoved-box prose quotes the record's last slide table: the default fit's best
+    and worst errors, the probe's cost drop on seed 0, MuJoCo's toolbox's best seed and
+    CMA-ES's rollout ratio."""
+    record = (ROOT / "docs/records/identify-benchmark.txt").read_text()
+    block = record.split("## shoved box")[-1]
+    cells = {
+        line.split(" | ")[0][2:]: line.split(" | ")
+        for line in block.splitlines()
+        if line.startswith("| ") and not line.startswith("| method")
+    }
+
+    def spread(method: str) -> tuple[float, float, float]:
+        med, rng = cells[method][1].split(" ", 1)
+        low, high = rng.strip("()").split("–")
+        return float(med), float(low), float(high)
+
+    guide = " ".join((ROOT / "docs/guides/identify.md").read_text().split())
+    _, best, worst = spread(
+        "diffsim.identify (default trust='act': the doctor's checks and remedy)"
+    )
+    med = spread("diffsim.identify (default trust='act': the doctor's checks and remedy)")[0]
+    assert f"largest error {100 * best:.2f} %" in guide and f"({100 * best:.2f} %)" in guide
+    assert f"({100 * med:.1f} % and {100 * worst:.1f} % off" in guide
+    drop = re.search(r"lowers the cost by ([\d.]+)%", block)
+    assert drop and f"lowers the cost by {float(drop[1]):.0f} %" in guide
+    sysid = spread("mujoco.sysid (default optimizer)")[1]
+    assert f"within 1 % on one seed ({100 * sysid:.2f} %)" in guide and sysid < 0.01
+    cma = next(m for m in cells if m.startswith("CMA-ES"))
+    assert f"at {float(cells[cma][3].split('×')[1].rstrip(')')):.0f}× them" in guide

@@ -231,7 +231,10 @@ def test_multiple_shooting_recovers_the_truth_with_continuous_windows():
     )
     assert "multiple shooting: 6 windows" in repr(res)
     # 2 parameters and 5 starts of 2 numbers: one tangent each per evaluation
-    assert res.rollout_equivalents == res.evaluations * (1 + 2 + 10) + 2 * (10 * 2 + 1 + 2 + 10)
+    # + the doctor's two checks, + the probe: its Jacobian (1 + 12) and 8 rollouts
+    assert res.rollout_equivalents == (
+        res.evaluations * (1 + 2 + 10) + 2 * (10 * 2 + 1 + 2 + 10) + (1 + 12 + 8)
+    )
 
 
 def test_multiple_shooting_starts_from_recorded_positions_alone():

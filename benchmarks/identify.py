@@ -249,7 +249,7 @@ CHEETAH_FIT = (  # (name, peer kind, attribute): three link masses and two joint
 )
 
 
-def _task_cheetah(seed: int):
+def _task_cheetah(seed: int, noise: float = CHEETAH_NOISE):
     """The legged task: gymnasium's half_cheetah, as shipped, 2 s under random controls
     (each held for 0.1 s, half the actuator range) with its feet hitting the floor; three
     link masses and two joint dampings from the recorded joint positions, from 20 % off,
@@ -274,9 +274,9 @@ def _task_cheetah(seed: int):
         spec[name] = (kind, attr, None, 1.2 * true, (0.2 * true, 5.0 * true), true)
     label = (
         f"half_cheetah (gymnasium, as shipped): 3 masses, 2 dampings from 2 s of joint "
-        f"positions (MuJoCo C data, σ = {CHEETAH_NOISE:g})"
+        f"positions (MuJoCo C data, σ = {noise:g})"
     )
-    return _mujoco_c_task(xml, ctrl, spec, CHEETAH_NOISE, seed, label)
+    return _mujoco_c_task(xml, ctrl, spec, noise, seed, label)
 
 
 def _residual_fn(sys, rec, params, observe):
@@ -313,6 +313,10 @@ def run_task(
     rows: dict[str, list[tuple[float, float, float, float]]] = {}
     name = verdict = ""
     for seed in range(seeds):
+        # every seed's MuJoCo task loads its own step, so its programs compile anew; the
+        # compiled programs kept from earlier seeds each hold memory maps (~20,000 per push
+        # seed), and a run of several MJX tasks reached the kernel's 65,530 and died in LLVM
+        jax.clear_caches()
         name, sys, rec, params, truth, observe, *rest = make(seed)
         peer = rest[0] if rest else None
         names = [p.label for p in params]

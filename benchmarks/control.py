@@ -98,9 +98,10 @@ def _evosax():
 
 
 def evolution(name: str, loss, theta0, sigma: float, budget: int, per_call: int):
-    """``(run, population, generations)``: ``run(key) -> θ``, the strategy ``name``'s mean
-    after as many generations as ``budget`` rollouts allow (``per_call`` rollouts per L(θ)),
-    the whole loop jitted."""
+    """``(run, population, generations)``: ``run(key) -> (θ, curve)``, the strategy
+    ``name``'s mean after as many generations as ``budget`` rollouts allow (``per_call``
+    rollouts per L(θ)) and L at the mean after each generation (for the learning curves; not
+    counted, as ``optimize``'s loss history is not), the whole loop jitted."""
     _, Open_ES, Sep_CMA_ES = _evosax()
     dim = int(jax.flatten_util.ravel_pytree(theta0)[0].size)
     if name == "OpenAI-ES":
@@ -124,10 +125,10 @@ def evolution(name: str, loss, theta0, sigma: float, budget: int, per_call: int)
             k_ask, k_tell = jax.random.split(k)
             pop, state = es.ask(k_ask, state, params)
             state, _ = es.tell(k_tell, pop, fitness(pop), state, params)
-            return state, None
+            return state, loss(es.get_mean(state))
 
-        state, _ = jax.lax.scan(generation, state, jax.random.split(key, generations))
-        return es.get_mean(state)
+        state, curve = jax.lax.scan(generation, state, jax.random.split(key, generations))
+        return es.get_mean(state), curve
 
     return run, population, generations
 
@@ -155,7 +156,11 @@ def _row(label, costs, fracs, evals, times):
 def run(task: str, seeds: int, steps: int | None, samples: int | None,
         sigma: float | None, es: bool = True, apg: bool = True,
         only_apg: bool = False, estimators: tuple[str, ...] = tuple(NAMES),
-        decide_every: int = DECIDE_EVERY) -> list[str]:  # fmt: skip
+        decide_every: int = DECIDE_EVERY,
+        curves: dict[str, list[tuple[np.ndarray, np.ndarray]]] | None = None,
+        ) -> list[str]:  # fmt: skip
+    """The task's table rows; ``curves``, when given, receives each row's learning curves,
+    ``label -> [(simulator evaluations, loss) per seed]``."""
     spec = TASKS[task]
     sigma = spec.sigma if sigma is None else sigma
     samples = spec.num_samples if samples is None else samples
@@ -196,6 +201,8 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
             if spec.score is not None:
                 fracs.append(float(spec.score(loss, r.theta)))
             evals.append(int(r.evaluations))
+            if curves is not None:
+                curves.setdefault(label, []).append(_curve(r))
         if name == "first":
             budget = int(np.median(evals))
         if name in FIXED:
@@ -218,8 +225,12 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
         go, population, generations = evolution(label, loss, theta0, sigma, budget, per_call)
         for seed in range(seeds):
             t = time.perf_counter()  # the first seed compiles go, the others reuse it
-            theta = jax.block_until_ready(go(jax.random.PRNGKey(seed)))
+            theta, curve = jax.block_until_ready(go(jax.random.PRNGKey(seed)))
             times.append(time.perf_counter() - t)
+            if curves is not None:
+                spent = population * per_call * np.arange(generations + 1)
+                start = float(loss(theta0))
+                curves.setdefault(label, []).append((spent, np.r_[start, np.asarray(curve)]))
             costs.append(float(loss(theta)))
             if spec.score is not None:
                 fracs.append(float(spec.score(loss, theta)))
@@ -230,6 +241,52 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
         )
         print(rows[-1], flush=True)
     return rows + (_apg_rows(task, seeds, budget, loss) if apg else [])
+
+
+def _curve(r) -> tuple[np.ndarray, np.ndarray]:
+    """An ``optimize`` run's learning curve: the noise-free loss at θ_k against the
+    simulator evaluations spent before step k, then the final loss at the run's total (the
+    steps a budget skipped, which spent nothing, left out)."""
+    spent = np.asarray(r.history.evaluations)
+    ran = np.r_[True, np.diff(spent) > 0]
+    before = np.r_[0, spent[:-1]][ran]
+    return np.r_[before, spent[-1]], np.r_[np.asarray(r.history.loss)[ran], float(r.loss)]
+
+
+def figure(path: str, tasks: dict[str, dict[str, list]]) -> None:
+    """The learning curves, one panel per task: each row's median loss over the seeds
+    against simulator evaluations, the band its range (each seed's curve read, as a step
+    function, at common evaluation counts)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(len(tasks), 2)
+    rows_n = -(-len(tasks) // cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(5.2 * cols, 3.6 * rows_n), squeeze=False)
+    for ax, (task, rows) in zip(axes.flat, tasks.items()):
+        for label, seeds in rows.items():
+            top = max(float(x[-1]) for x, _ in seeds)
+            grid = np.unique(np.r_[0.0, np.geomspace(1.0, max(top, 1.0), 200)])
+            at = np.array([y[np.searchsorted(x, grid, side="right") - 1] for x, y in seeds])
+            style = "--" if label in ES else "-"
+            (line,) = ax.plot(grid[1:], np.median(at, 0)[1:], style, label=label, lw=1.4)
+            ax.fill_between(grid[1:], at.min(0)[1:], at.max(0)[1:], color=line.get_color(),
+                            alpha=0.12, lw=0)  # fmt: skip
+        seeds_n = max(len(seeds) for seeds in rows.values())
+        ax.set(title=f"{task} (median, band: range over {seeds_n} seeds)",
+               xscale="log", yscale="log", xlabel="simulator evaluations",
+               ylabel="loss (noise-free)")  # fmt: skip
+        ax.title.set_fontsize(9)
+        ax.grid(alpha=0.3, which="both", lw=0.5)
+    for ax in list(axes.flat)[len(tasks) :]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8)
+    fig.tight_layout(rect=(0, 0.1 if len(labels) > 4 else 0.06, 1, 1))
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}", flush=True)
 
 
 def _best_fixed(fixed: dict[str, tuple[float, float, int]]) -> str:
@@ -281,10 +338,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="skip Brax APG (pendulum and tennis; it needs brax)")  # fmt: skip
     p.add_argument("--only-apg", action="store_true",
                    help="Brax APG's rows alone (pendulum, tennis)")  # fmt: skip
+    p.add_argument("--figure", help="also draw the rows' learning curves (a .png path)")
     a = p.parse_args(argv)
     if a.es and not a.only_apg:
         _evosax()  # before any training: say at once how to install it
     jax.config.update("jax_enable_x64", True)
+    drawn: dict[str, dict[str, list]] = {}
     for task in a.task:
         rows = run(
             task,
@@ -297,8 +356,11 @@ def main(argv: list[str] | None = None) -> int:
             a.only_apg,
             tuple(a.estimators),
             a.decide_every,
+            drawn.setdefault(task, {}) if a.figure else None,
         )
         print("\n".join(rows), flush=True)  # the whole table, header first, for the record
+    if a.figure:
+        figure(a.figure, drawn)
     return 0
 
 

@@ -91,3 +91,32 @@ def test_the_task_objective_and_returned_balls():
                 ZerothOrder(sigma=tennis.SIGMA, num_samples=8)):  # fmt: skip
         r = est(obj, theta, jax.random.PRNGKey(0))
         assert r.estimate.shape == (3, 7) and bool(jnp.all(jnp.isfinite(r.estimate)))
+
+
+@pytest.mark.slow
+def test_training_with_the_tasks_recipe_returns_the_balls():
+    """The task trained by its recipe (``TASKS['tennis'].train``: σ = 0.05, N = 200, 300 Adam
+    steps from Θ = 0; seed 1), scored on 200 held-out balls by :func:`tennis.returned`:
+    FoBG and ``auto`` deciding once in 25 steps return at least 90 % (measured 97.5 % both),
+    ZoBG at most 50 % (measured 14.5 %). This is diffsim's measured ordering, not the
+    paper's (there ZoBG and AoBG learn the task and FoBG misses many balls); the control
+    guide's 5-seed table: FoBG 94–98 % on every seed, ZoBG 0–85 %, auto 68–97 %."""
+    from diffsim import TASKS
+    from diffsim.estimators import Auto
+
+    spec = TASKS["tennis"]
+    loss, theta0 = spec.problem()
+    assert float(spec.score(loss, theta0)) == 0.0  # Θ = 0 returns no ball
+    key = jax.random.PRNGKey(1)
+    kw = {"sigma": spec.sigma, "num_samples": spec.num_samples}
+    scores = {}
+    for name, est in (
+        ("first", FirstOrder(**kw)),
+        ("zeroth", ZerothOrder(**kw)),
+        ("auto", Auto(**kw, decide_every=25)),
+    ):
+        r = spec.train(est, key=key)
+        assert bool(jnp.isfinite(r.loss)), name
+        scores[name] = float(spec.score(loss, r.theta))
+    assert scores["first"] >= 0.9 and scores["auto"] >= 0.9, scores
+    assert scores["zeroth"] <= 0.5, scores

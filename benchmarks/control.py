@@ -201,8 +201,9 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
             if spec.score is not None:
                 fracs.append(float(spec.score(loss, r.theta)))
             evals.append(int(r.evaluations))
-            if curves is not None:
-                curves.setdefault(label, []).append(_curve(r))
+            if curves is not None:  # one name per row on every task (the budget left out)
+                named = label if cap is None else f"auto, K={decide_every}, the best's budget"
+                curves.setdefault(named, []).append(_curve(r))
         if name == "first":
             budget = int(np.median(evals))
         if name in FIXED:
@@ -284,7 +285,7 @@ def figure(path: str, tasks: dict[str, dict[str, list]]) -> None:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8)
-    fig.tight_layout(rect=(0, 0.1 if len(labels) > 4 else 0.06, 1, 1))
+    fig.tight_layout(rect=(0, 0.035 * -(-len(labels) // 4) + 0.01, 1, 1))
     fig.savefig(path, dpi=120)
     print(f"wrote {path}", flush=True)
 

@@ -163,6 +163,37 @@ def test_control_guide_auto_every_tables_are_the_recorded_run():
     _check_control_record("control-auto-every.txt", tasks, ("FoBG", "auto"))
 
 
+def _numbers(row: str) -> tuple[str, str]:
+    """A control table row's label and its loss, score and evaluation columns (the times and
+    an evolution strategy's population note left out)."""
+    label = re.split(r"\s{2,}", row.strip())[0]
+    body = row.split("  population")[0].rsplit(maxsplit=2)[0]
+    return label, " ".join(body[len(label) :].split())
+
+
+def test_control_curves_record_reproduces_the_tables_and_is_in_the_guide():
+    """The learning-curve run (docs/records/control-curves.txt, every estimator and both
+    evolution strategies on four tasks, 5 seeds, with the figure) reproduces the 5-seed
+    trajectory-optimisation tables row for row (same keys: loss, score and evaluations
+    equal; only times differ), and its tennis table and figure are in the control guide."""
+    record = (ROOT / "docs/records/control-curves.txt").read_text().splitlines()
+    assert record[0].startswith(
+        "# python -m benchmarks.control --task push-soft push-stiff friction tennis --seeds 5"
+    )
+    blocks = {b[0].split(":")[0]: b for b in _control_blocks(record)}
+    assert list(blocks) == ["push-soft", "push-stiff", "friction", "tennis"]
+    trajopt = (ROOT / "docs/records/control-trajopt.txt").read_text().splitlines()
+    for old in _control_blocks(trajopt):
+        new = dict(_numbers(r) for r in blocks[old[0].split(":")[0]][2:] if "evosax" not in r)
+        rows = [_numbers(r) for r in old[2:] if not r.startswith("evosax")]
+        assert len(rows) == 6 and len(new) == 8, (rows, new)
+        for label, numbers in rows:
+            assert new[label] == numbers, (old[0], label, new[label], numbers)
+    guide = (ROOT / "docs/guides/control.md").read_text()
+    assert "```text\n" + "\n".join(blocks["tennis"][1:]) + "\n```" in guide
+    assert "](../figures/control_curves.png)" in guide
+
+
 @pytest.mark.parametrize(
     ("name", "task"), [("control-apg.txt", "pendulum"), ("control-apg-tennis.txt", "tennis")]
 )

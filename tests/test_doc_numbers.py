@@ -384,3 +384,26 @@ def test_identify_guide_slide_prose_is_the_recorded_run():
     assert f"within 1 % on one seed ({100 * sysid:.2f} %)" in guide and sysid < 0.01
     cma = next(m for m in cells if m.startswith("CMA-ES"))
     assert f"at {float(cells[cma][3].split('×')[1].rstrip(')')):.0f}× them" in guide
+
+
+def test_control_guide_verdict_gap_prose_is_the_recorded_run():
+    """The friction paragraph on why ``auto`` follows FoBG quotes docs/records/verdict-gap.txt
+    (``python -m benchmarks.verdict_gap``) at iterate 20: the loss, the cosine of the exact
+    and smoothed gradients, the norm gap against its tolerance and z, auto's per-coordinate
+    z at its three sample sizes and the norm test's z at N = 10 and 512."""
+    record = (ROOT / "docs/records/verdict-gap.txt").read_text()
+    block = record.split("iterate 20:")[1].split("\niterate ")[0]
+    guide = " ".join((ROOT / "docs/guides/control.md").read_text().split())
+    loss = re.search(r"L = ([\d.]+);", block)
+    autos = re.findall(r"N=(\d+): exact z=([-\d.]+)", block)
+    cos = re.search(r"cos\(∇L, ḡ⁰\) = ([-\d.]+)", block)
+    gap = re.search(r"− ΣSE² = (\S+) ± \S+, \(η‖ḡ⁰‖\)² = (\S+), z = ([-\d.]+);", block)
+    norm = dict(re.findall(r"N=(\d+): z=([-\d.]+)", block.split("auto's sizes")[1]))
+    assert loss and cos and gap and len(autos) == 3 and {"10", "512"} <= norm.keys()
+    assert f"(loss {loss[1]}," in guide and f"cos(∇L, ḡ⁰) = {cos[1]}" in guide
+    assert f"noise {gap[1]} against (η‖ḡ⁰‖)² = {gap[2].rstrip(',')}, z = {gap[3]})" in guide
+    (n1, z1), (n2, z2), (n3, z3) = autos
+    assert f"z = {z1} (N = {n1}), {z2} (N = {n2}) and {z3} (N = {n3})" in guide
+    assert f"at N ≈ 512 (z = {norm['512']})" in guide and f"N = 10 (z = {norm['10']})" in guide
+    # the finding itself: a gap far beyond tolerance in norm that auto's statistic misses
+    assert float(gap[3]) > 5 and all(float(z) < 2 for _, z in autos)

@@ -34,8 +34,8 @@ def _cos(a: jax.Array, b: jax.Array) -> float:
 
 
 def _norm_gap(loss, theta, sigma, n, eta, antithetic):
-    """ZoBG and FoBG with N samples each and the squared gap in norm: its unbiased estimate
-    ‖ḡ¹ − ḡ⁰‖² − ΣSE², that estimate's standard deviation and the tolerance (η‖ḡ⁰‖)²."""
+    """ZoBG (returned) and FoBG with N samples each and the squared gap in norm: its unbiased
+    estimate ‖ḡ¹ − ḡ⁰‖² − ΣSE², that estimate's standard deviation and the tolerance (η‖ḡ⁰‖)²."""
     z = ZerothOrder(sigma=sigma, num_samples=n, antithetic=antithetic)(
         loss, theta, jax.random.PRNGKey(3)
     )
@@ -44,11 +44,11 @@ def _norm_gap(loss, theta, sigma, n, eta, antithetic):
     v = z.std_error**2 + f.std_error**2
     excess = float(d @ d - jnp.sum(v))
     sd = float(jnp.sqrt(2 * jnp.sum(v**2) + 4 * jnp.sum(d**2 * v)))
-    return z, f, (excess, sd, float((eta * jnp.linalg.norm(z.estimate)) ** 2))
+    return z, (excess, sd, float((eta * jnp.linalg.norm(z.estimate)) ** 2))
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=str(__doc__).splitlines()[0])
     p.add_argument("--iterates", type=int, nargs="+", default=[0, 20, 40])
     p.add_argument("--samples", type=int, default=4000, help="N of the reference ZoBG/FoBG")
     args = p.parse_args(argv)
@@ -73,11 +73,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             verdicts.append(f"N={n}: {e.choice_name} z={float(e.z_gap):.2f}")
         n = args.samples
-        za, _, (excess, sd, tol2) = _norm_gap(loss, th, task.sigma, n, eta, antithetic=False)
+        za, (excess, sd, tol2) = _norm_gap(loss, th, task.sigma, n, eta, antithetic=False)
         zb = ZerothOrder(sigma=task.sigma, num_samples=n)(loss, th, jax.random.PRNGKey(4))
         norm_z = []
         for m in (task.num_samples, 64, 512):  # the same families auto draws at its N
-            _, _, (ex, s, t2) = _norm_gap(loss, th, task.sigma, m, eta, antithetic=True)
+            _, (ex, s, t2) = _norm_gap(loss, th, task.sigma, m, eta, antithetic=True)
             norm_z.append(f"N={m}: z={(ex - t2) / s:.1f}")
         print(f"iterate {k}: L = {float(losses[k]):.1f}; auto {'; '.join(verdicts)}")
         print(f"  ZoBG N={n}: cos(two keys) = {_cos(za.estimate, zb.estimate):.2f}, "

@@ -401,7 +401,7 @@ def test_control_guide_verdict_gap_prose_is_the_recorded_run():
     norm = dict(re.findall(r"N=(\d+): z=([-\d.]+)", block.split("auto's sizes")[1]))
     assert loss and cos and gap and len(autos) == 3 and {"10", "512"} <= norm.keys()
     assert f"(loss {loss[1]}," in guide and f"cos(∇L, ḡ⁰) = {cos[1]}" in guide
-    assert f"noise {gap[1]} against (η‖ḡ⁰‖)² = {gap[2].rstrip(',')}, z = {gap[3]})" in guide
+    assert f"noise {gap[1]} against (η‖ḡ⁰‖)² = {gap[2]}, z = {gap[3]})" in guide
     (n1, z1), (n2, z2), (n3, z3) = autos
     assert f"z = {z1} (N = {n1}), {z2} (N = {n2}) and {z3} (N = {n3})" in guide
     assert f"at N ≈ 512 (z = {norm['512']})" in guide and f"N = 10 (z = {norm['10']})" in guide

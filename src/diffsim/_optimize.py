@@ -25,9 +25,10 @@ from ._checks import (
     default_float,
     is_concrete,
 )
+from ._descent import EstimatorDescent, descent_for, is_minimiser, needs_value_fn
 from ._policy import PolicyObjective
 from ._sigma import scale_sigma, sigma_vector
-from .estimators import Auto, Estimator, GradientEstimate
+from .estimators import Auto, Estimator, Exact, GradientEstimate
 from .estimators._common import check_not_empty, check_sample_memory
 from .estimators.auto import decide_or_reuse, initial_plan
 from .estimators.policy import action_sigma
@@ -56,6 +57,9 @@ class OptimizeHistory(eqx.Module):
         loss: L(θ_k) (monitoring only: not counted in ``evaluations``).
         estimate: the :class:`GradientEstimate` of step k (every field stacked).
         evaluations: cumulative simulator evaluations (loss + gradient) after step k.
+        loss_evaluations, gradient_evaluations: the same, split into value-only loss
+            evaluations (line-search trials of a backtracking search, zeroth-order samples)
+            and value-and-gradient evaluations.
         sigma: σ_k used by the estimator (its largest component when σ is per component;
             NaN for estimators without σ).
         temperature: the smoothing temperature τ_k passed to the loss (NaN if none).
@@ -76,6 +80,8 @@ class OptimizeHistory(eqx.Module):
     evaluations: Array
     sigma: Array
     temperature: Array
+    loss_evaluations: Array
+    gradient_evaluations: Array
 
 
 class OptimizeResult(eqx.Module):
@@ -86,6 +92,13 @@ class OptimizeResult(eqx.Module):
         loss: L(θ_K).
         evaluations: total simulator evaluations used by the estimator.
         history: the :class:`OptimizeHistory` of all K steps.
+        loss_evaluations, gradient_evaluations: ``evaluations`` split into value-only loss
+            evaluations and value-and-gradient evaluations (line-search trials included).
+        steps_run: the steps that spent evaluations: ``steps`` unless a line-search or
+            Optimistix method converged (or could decrease the loss no further) or the
+            budget ran out first; later steps spend nothing and hold θ.
+        rejected_at: the step whose line search reached a NaN or inf loss (θ held there
+            and the run stopped), or -1.
 
     Examples:
         >>> import jax, jax.numpy as jnp, optax
@@ -101,6 +114,10 @@ class OptimizeResult(eqx.Module):
     loss: Array
     evaluations: Array
     history: OptimizeHistory
+    loss_evaluations: Array
+    gradient_evaluations: Array
+    steps_run: Array
+    rejected_at: Array
 
 
 def _positive_in_loop(name: str, value: Any, dtype: Any) -> Array:
@@ -120,7 +137,9 @@ def _optimize(
     theta0 = jax.tree_util.tree_map(jnp.asarray, theta0)
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(theta0), float)
     if optimizer is None:
-        optimizer = default_optimizer(theta0, steps)
+        descent = EstimatorDescent(default_optimizer(theta0, steps))
+    else:
+        descent = descent_for(optimizer, estimator, theta0)
     sigma0 = estimator.smoothing_scale()  # None: no σ to record or anneal
 
     def largest_sigma(sigma: Any, theta: Any) -> Array:
@@ -135,10 +154,12 @@ def _optimize(
             return loss
         return lambda th: loss(th, temperature)
 
-    reuse = isinstance(estimator, Auto) and estimator.decide_every is not None
+    reuse = (isinstance(estimator, Auto) and estimator.decide_every is not None
+             and isinstance(descent, EstimatorDescent))  # fmt: skip
+    none = jnp.asarray(-1, jnp.int32)
 
     def body(carry, inputs):
-        theta, opt_state, evals, plan = carry
+        theta, opt_state, counts, plan, stops = carry
         k, step_key = inputs
         est, sigma = estimator, jnp.asarray(jnp.nan, dtype)
         if sigma0 is not None:
@@ -156,45 +177,67 @@ def _optimize(
             temp = _positive_in_loop("temperature_schedule", temp_schedule(k), dtype)
         loss_k = loss_at(temp)
 
-        def run(theta, opt_state, evals, plan):
-            if reuse:  # decide on one step in K, reuse the chosen estimator in between
+        def run(theta, opt_state, counts, plan, stops):
+            if reuse and isinstance(descent, EstimatorDescent):
+                # decide on one step in K, reuse the chosen estimator in between
                 r, plan = decide_or_reuse(est, loss_k, theta, step_key, plan)
+                updates, opt_state = descent.optimizer.update(r.estimate, opt_state, theta)
+                theta = optax.apply_updates(theta, updates)
+                spent = (r.num_loss_evals, r.num_grad_evals)
             else:
-                r = est(loss_k, theta, step_key)
-            updates, opt_state = optimizer.update(r.estimate, opt_state, theta)
-            new_theta = optax.apply_updates(theta, updates)
-            return new_theta, opt_state, evals + r.num_evals, plan, r
-
-        if budget is None:
-            new_theta, opt_state, evals, plan, r = run(theta, opt_state, evals, plan)
-        else:
-
-            def skip(theta, opt_state, evals, plan):
-                # the estimate's structure from the step's abstract trace: a NaN estimate,
-                # no evaluations, and no choice (-1)
-                shape = jax.eval_shape(run, theta, opt_state, evals, plan)[-1]
-                r = jax.tree_util.tree_map(_skipped, shape)
-                r = dataclasses.replace(r, choice=jnp.full_like(r.choice, -1))
-                return theta, opt_state, evals, plan, r
-
-            new_theta, opt_state, evals, plan, r = jax.lax.cond(
-                evals < budget, run, skip, theta, opt_state, evals, plan
+                out = descent.step(loss_k, est, theta, opt_state, step_key)
+                theta, opt_state, r = out.theta, out.state, out.estimate
+                spent = (out.loss_evals, out.grad_evals)
+                at = jnp.asarray(k, jnp.int32)
+                stops = (stops[0] | out.done,
+                         jnp.where((stops[1] < 0) & out.rejected, at, stops[1]))  # fmt: skip
+            ran = jnp.asarray(spent[0] + spent[1] > 0, jnp.int32)
+            counts = tuple(
+                c + jnp.asarray(n, jnp.int32) for c, n in zip((*counts, 0), (*spent, ran))
             )
-        record = (theta, jnp.asarray(loss_k(theta), dtype), r, evals, sigma, temp)
+            return theta, opt_state, counts, plan, stops, r
+
+        def skip(theta, opt_state, counts, plan, stops):
+            # the estimate's structure from the step's abstract trace: a NaN estimate,
+            # no evaluations, and no choice (-1)
+            shape = jax.eval_shape(run, theta, opt_state, counts, plan, stops)[-1]
+            r = jax.tree_util.tree_map(_skipped, shape)
+            r = dataclasses.replace(r, choice=jnp.full_like(r.choice, -1))
+            return theta, opt_state, counts, plan, stops, r
+
+        go = ~stops[0]
+        if budget is not None:
+            go = go & (counts[0] + counts[1] < budget)
+        if budget is None and descent.deterministic is False:
+            new_theta, opt_state, counts, plan, stops, r = run(
+                theta, opt_state, counts, plan, stops
+            )
+        else:
+            new_theta, opt_state, counts, plan, stops, r = jax.lax.cond(
+                go, run, skip, theta, opt_state, counts, plan, stops
+            )
+        evals = counts[0] + counts[1]
+        record = (theta, jnp.asarray(loss_k(theta), dtype), r, evals, sigma, temp, *counts[:2])
         if callback is not None:
             jax.debug.callback(callback, k + 1)
-        return (new_theta, opt_state, evals, plan), record
+        return (new_theta, opt_state, counts, plan, stops), record
 
-    init = (theta0, optimizer.init(theta0), jnp.zeros((), jnp.int32),
-            initial_plan() if reuse else ())  # fmt: skip
+    zero = jnp.zeros((), jnp.int32)
+    temp0 = jnp.asarray(jnp.nan, dtype) if temp_schedule is None else temp_schedule(0)
+    init = (theta0, descent.init(loss_at(temp0), theta0), (zero, zero, zero),
+            initial_plan() if reuse else (), (jnp.zeros((), bool), none))  # fmt: skip
     xs = (jnp.arange(steps), jax.random.split(key, steps))
-    (theta, _, evals, _), rec = jax.lax.scan(body, init, xs)
+    (theta, _, counts, _, stops), rec = jax.lax.scan(body, init, xs)
     if temp_schedule is None:
         final_temp = jnp.asarray(jnp.nan, dtype)
     else:
         final_temp = _positive_in_loop("temperature_schedule", temp_schedule(steps), dtype)
     history = OptimizeHistory(*rec)
-    return OptimizeResult(theta, jnp.asarray(loss_at(final_temp)(theta), dtype), evals, history)
+    final = jnp.asarray(loss_at(final_temp)(theta), dtype)
+    loss_evals, grad_evals, steps_run = counts
+    return OptimizeResult(
+        theta, final, loss_evals + grad_evals, history, loss_evals, grad_evals, steps_run, stops[1]
+    )
 
 
 def optimize(
@@ -283,8 +326,13 @@ def optimize(
     steps = check_int("steps", steps, minimum=1, maximum=INT32_MAX)
     if not callable(loss):
         raise TypeError(f"loss must be callable, got {loss!r}")
-    if estimator is None:
-        estimator = Auto()
+    if optimizer is not None:
+        optimizer = _check_optimizer(optimizer)
+    if estimator is None:  # a line search or a minimiser descends on the exact gradient
+        exact = optimizer is not None and (
+            is_minimiser(optimizer) or needs_value_fn(optimizer, theta0)
+        )
+        estimator = Exact() if exact else Auto()
     if not isinstance(estimator, Estimator):
         raise TypeError(f"estimator must be a diffsim.estimators.Estimator, got {estimator!r}")
     # θ as the loop carries it: checked in its dtype, integer leaves promoted to floats
@@ -295,7 +343,7 @@ def optimize(
     check_sample_memory("steps", steps, theta0, copies=HISTORY_COPIES)
     check_key("key", key)
     if optimizer is not None:
-        optimizer = _check_optimizer(optimizer)
+        descent_for(optimizer, estimator, theta0)  # refuses a line search with a sampler
     for name, fn in (
         ("sigma_schedule", sigma_schedule),
         ("temperature_schedule", temperature_schedule),
@@ -453,6 +501,8 @@ def _check_optimizer(optimizer: Any) -> optax.GradientTransformation:
     """The optimizer, or ``TypeError`` naming ``optimizer`` and what is accepted."""
     if optimizer is None:
         return optax.adam(0.05)
+    if is_minimiser(optimizer):
+        return optimizer
     init = getattr(optimizer, "init", None)
     update = getattr(optimizer, "update", None)
     if isinstance(optimizer, str) or not (callable(init) and callable(update)):

@@ -82,11 +82,14 @@ class Option:
             return isinstance(value, bool)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return False
+        try:  # before int(value), which raises on inf and NaN
+            if not math.isfinite(value):
+                return False
+        except OverflowError:  # an int beyond float's range
+            return False
         if self.kind is int and value != int(value):
             return False
         if self.kind is int and self.multiple_of and int(value) % self.multiple_of:
-            return False
-        if not math.isfinite(value):
             return False
         lo, hi = self.minimum, self.maximum
         if self.exclusive:

@@ -35,6 +35,8 @@ from ._jacobians import adjoint_vjp as adjoint_vjp
 from ._jacobians import forward_sensitivity as forward_sensitivity
 from ._jacobians import rollout_jacobian as rollout_jacobian
 from ._jacobians import step_jacobian as step_jacobian
+from ._decide import Decide as Decide
+from ._decide import Decision as Decision
 from ._optimize import DivergedError as DivergedError
 from ._optimize import OptimizeHistory as OptimizeHistory
 from ._optimize import OptimizeResult as OptimizeResult
@@ -71,6 +73,8 @@ __all__ = [
     "DEFAULT_SIGMA",
     "EXTRAS",
     "TASKS",
+    "Decide",
+    "Decision",
     "Diagnosis",
     "DivergedError",
     "GradCheck",

@@ -25,6 +25,7 @@ from ._checks import (
     default_float,
     is_concrete,
 )
+from ._decide import Decide, concat_histories, decide_and_descend
 from ._descent import EstimatorDescent, descent_for, is_minimiser, needs_value_fn
 from ._policy import PolicyObjective
 from ._sigma import scale_sigma, sigma_vector
@@ -99,6 +100,9 @@ class OptimizeResult(eqx.Module):
             budget ran out first; later steps spend nothing and hold θ.
         rejected_at: the step whose line search reached a NaN or inf loss (θ held there
             and the run stopped), or -1.
+        decisions: what the default method (:class:`~diffsim.Decide`) decided and when:
+            :class:`~diffsim.Decision` s (step, method, reason, evaluations so far); empty
+            when an estimator or an optimizer was given.
 
     Examples:
         >>> import jax, jax.numpy as jnp, optax
@@ -118,6 +122,7 @@ class OptimizeResult(eqx.Module):
     gradient_evaluations: Array
     steps_run: Array
     rejected_at: Array
+    decisions: tuple = eqx.field(static=True, default=())
 
 
 def _positive_in_loop(name: str, value: Any, dtype: Any) -> Array:
@@ -253,6 +258,7 @@ def optimize(
     temperature_schedule: Schedule | None = None,
     callback: Callable[[Array], None] | None = None,
     budget: int | None = None,
+    method: Decide | None = None,
 ) -> OptimizeResult:
     r"""Minimise ``loss`` from ``theta0`` with gradients from ``estimator``.
 
@@ -328,6 +334,15 @@ def optimize(
         raise TypeError(f"loss must be callable, got {loss!r}")
     if optimizer is not None:
         optimizer = _check_optimizer(optimizer)
+    default = estimator is None and optimizer is None
+    default = default and sigma_schedule is None and temperature_schedule is None
+    if method is not None and not default:
+        raise ValueError(
+            "method is the default optimize's strategy: give it without an estimator, an "
+            "optimizer or a schedule (they choose the descent themselves)"
+        )
+    if method is not None and not isinstance(method, Decide):
+        raise TypeError(f"method must be a diffsim.Decide (or None), got {method!r}")
     if estimator is None:  # a line search or a minimiser descends on the exact gradient
         exact = optimizer is not None and (
             is_minimiser(optimizer) or needs_value_fn(optimizer, theta0)
@@ -368,6 +383,10 @@ def optimize(
     cap = None  # an array, not a static int: another budget reuses the compiled run
     if budget is not None:
         cap = jnp.asarray(check_int("budget", budget, minimum=1, maximum=INT32_MAX), jnp.int32)
+    if default:
+        result = _decided(loss, theta0, method or Decide(), steps, key, callback, budget)
+        _check_diverged(result)
+        return result
     try:
         result = _optimize(
             loss,
@@ -392,6 +411,40 @@ def optimize(
                     "the optimisation loop)"
                 ) from None
         raise
+
+
+def _decided(loss, theta0, method, steps, key, callback, budget) -> OptimizeResult:
+    """The default run: :class:`Decide`'s phases as one result."""
+
+    def run(loss, theta, estimator, optimizer, n, key, cap, progress):
+        cap = jnp.asarray(max(min(cap, INT32_MAX), 0), jnp.int32)
+        return _optimize(loss, theta, estimator, optimizer, n, key, None, None, progress,
+                         None, cap)  # fmt: skip
+
+    ran = decide_and_descend(run, method, loss, theta0, key, steps, budget, callback)
+    if not ran.results:  # nothing ran: the check alone
+        reason = ran.decisions[-1].reason if ran.decisions else "no steps or budget left"
+        raise ValueError(
+            f"optimize: the default method took no step from theta0: {reason}; the budget "
+            "must leave room for a check and a step"
+        )
+    last = ran.results[-1]
+    loss_evals = ran.check_loss_evals + sum(int(p.loss_evaluations) for p in ran.results)
+    grad_evals = ran.check_grad_evals + sum(int(p.gradient_evaluations) for p in ran.results)
+    rejected = [s + int(p.rejected_at) for s, p in zip(ran.step_before, ran.results)
+                if int(p.rejected_at) >= 0]  # fmt: skip
+    return OptimizeResult(
+        last.theta,
+        last.loss,
+        jnp.asarray(loss_evals + grad_evals, jnp.int32),
+        concat_histories([p.history for p in ran.results], ran.spent_before,
+                         [int(p.steps_run) for p in ran.results]),  # fmt: skip
+        jnp.asarray(loss_evals, jnp.int32),
+        jnp.asarray(grad_evals, jnp.int32),
+        jnp.asarray(sum(int(p.steps_run) for p in ran.results), jnp.int32),
+        jnp.asarray(rejected[0] if rejected else -1, jnp.int32),
+        ran.decisions,
+    )
 
 
 def _skipped(leaf: Any) -> Array:

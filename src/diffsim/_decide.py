@@ -1,0 +1,215 @@
+"""The default :func:`diffsim.optimize`: the doctor's evidence picks *how* to descend.
+
+:class:`Decide` asks the evidence shared by the doctor and :class:`~diffsim.estimators.Auto`
+whether the exact gradient can be trusted at θ, then
+
+* **trusted** → L-BFGS with a zoom line search on the loss itself, on the exact gradient,
+  until it converges, its line search can decrease the loss no further, or a trial loss is
+  NaN or inf;
+* **not trusted** (plateau, jump, stiffness) → a short phase of the estimator the evidence
+  recommends (zeroth order on a plateau or with stiffness, AoBG's mix at a jump) at the
+  evidence's σ, with Adam steps of a few σ;
+
+and checks again when a phase ends without convergence: the L-BFGS phase's line search
+failed or stopped where the gradient is exactly zero (a plateau), or a sampling phase has
+taken its steps. It stops when L-BFGS converges where the gradient is not exactly zero,
+or when the steps or the budget run out. Every decision is kept (:class:`Decision`), and
+every evaluation is counted, the checks' included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ._checks import check_int
+from .estimators import Auto, Exact, GradientEstimate
+from .estimators.auto import chosen_estimator, describe_choice
+
+
+class Decision(NamedTuple):
+    """One decision of :class:`Decide`: at ``step`` (iterations before it) with
+    ``evaluations`` spent, it chose ``method`` ("lbfgs", "zeroth", "mixed" or "stop") for
+    ``reason`` (in words)."""
+
+    step: int
+    method: str
+    reason: str
+    evaluations: int
+
+
+class Decide(eqx.Module):
+    """The default method of :func:`diffsim.optimize`: decide from the evidence, descend,
+    check again when the descent stalls (see :mod:`diffsim._decide`).
+
+    Args:
+        check: the evidence's estimator (default ``Auto(num_samples=8, max_samples=8)``:
+            on a 1-parameter loss a check costs about 23 loss and 9 gradient evaluations, on
+            a d-parameter one ``1 + 14·min(d, 8) + 8`` and 9).
+        phase_steps: steps of a sampling phase before the next check (>= 1).
+        lbfgs_steps: the most steps of one L-BFGS phase (>= 1).
+        max_phases: the most phases (checks) in one run (>= 1).
+        step_in_sigma: a sampling phase's Adam learning rate, in units of the check's
+            (largest) σ.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim import optimize
+        >>> r = optimize(lambda t: jnp.sum((t - 3.0) ** 2), jnp.ones(2),
+        ...              key=jax.random.PRNGKey(0))
+        >>> [round(v, 6) for v in r.theta.tolist()], [d.method for d in r.decisions]
+        ([3.0, 3.0], ['lbfgs'])
+    """
+
+    check: Auto = eqx.field(default_factory=lambda: Auto(num_samples=8, max_samples=8))
+    phase_steps: int = eqx.field(static=True, default=10)
+    lbfgs_steps: int = eqx.field(static=True, default=100)
+    max_phases: int = eqx.field(static=True, default=16)
+    step_in_sigma: float = eqx.field(static=True, default=1.0)
+
+    def __check_init__(self) -> None:
+        for name in ("phase_steps", "lbfgs_steps", "max_phases"):
+            check_int(name, getattr(self, name), minimum=1, maximum=100_000)
+        if not (isinstance(self.check, Auto)):
+            raise TypeError(f"check must be a diffsim.estimators.Auto, got {self.check!r}")
+        if not np.isfinite(self.step_in_sigma) or self.step_in_sigma <= 0:
+            raise ValueError(f"step_in_sigma must be finite and > 0, got {self.step_in_sigma!r}")
+
+
+class Phases(NamedTuple):
+    """What :func:`decide_and_descend` ran: each phase's result, the evaluations spent
+    and the step reached before it, the decisions, and the checks' own evaluations."""
+
+    results: list[Any]
+    spent_before: list[int]
+    step_before: list[int]
+    decisions: tuple[Decision, ...]
+    check_loss_evals: int
+    check_grad_evals: int
+
+
+class _Offset:
+    """A progress callback shifted by the steps of earlier phases (one object, so each
+    phase's compiled loop is reused)."""
+
+    def __init__(self, callback: Callable[[Any], None]) -> None:
+        self.callback, self.offset = callback, 0
+
+    def __call__(self, k: Any) -> None:
+        self.callback(self.offset + int(k))
+
+
+def _plain(estimate: GradientEstimate) -> GradientEstimate:
+    """An estimate without its static report list, so phases' histories concatenate."""
+    return dataclasses.replace(estimate, reports=())
+
+
+def concat_histories(histories: list[Any], offsets: list[int], ran: list[int]) -> Any:
+    """The phases' histories as one, evaluations made cumulative over the whole run."""
+    parts = []
+    for h, spent, n in zip(histories, offsets, ran):
+        h = dataclasses.replace(h, estimate=_plain(h.estimate), evaluations=h.evaluations + spent)
+        parts.append(jax.tree_util.tree_map(lambda a, n=n: a[:n], h))  # the steps that ran
+    return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a), *parts)
+
+
+def _ran(result: Any) -> int:
+    return int(result.steps_run)
+
+
+def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta0: Any,
+                       key: Any, steps: int, budget: int | None,
+                       callback: Callable[[Any], None] | None
+                       ) -> Phases:  # fmt: skip
+    """Run ``method`` with ``run`` (``optimize``'s compiled loop) from θ₀. ``run(loss,
+    theta, estimator, optimizer, steps, key, cap, callback)`` returns an
+    :class:`~diffsim.OptimizeResult`."""
+    cap = np.iinfo(np.int32).max if budget is None else int(budget)
+    progress = None if callback is None else _Offset(callback)
+    theta, k, spent = theta0, 0, 0
+    decisions: list[Decision] = []
+    phases: list[Any] = []
+    offsets: list[int] = []
+    starts: list[int] = []
+    check_evals = [0, 0]
+    last = None
+    for _ in range(method.max_phases):
+        if k >= steps or spent >= cap:
+            break
+        key, k_check, k_run = jax.random.split(key, 3)
+        r = method.check(loss, theta, k_check)
+        spent += int(r.num_loss_evals) + int(r.num_grad_evals)
+        check_evals = [check_evals[0] + int(r.num_loss_evals),
+                       check_evals[1] + int(r.num_grad_evals)]  # fmt: skip
+        code = int(r.choice)
+        if code == 0 and last == "lbfgs":  # L-BFGS stopped where the gradient is trusted
+            decisions.append(Decision(k, "stop", "converged: the exact gradient is trusted "
+                                      "where L-BFGS stopped", spent))  # fmt: skip
+            break
+        if code == 4:  # the evidence saw NaN or inf: no method can descend from here
+            decisions.append(Decision(k, "stop", describe_choice(r), spent))
+            break
+        if code == 0:
+            estimator, optimizer, n, last = Exact(), optax.lbfgs(), method.lbfgs_steps, "lbfgs"
+            reason = "the exact gradient is trusted"
+        else:
+            sigma = jnp.max(jnp.asarray(r.sigma_used))
+            estimator = chosen_estimator(code, r.sigma_used, method.check.num_samples)
+            optimizer = optax.adam(method.step_in_sigma * sigma)
+            n, last = method.phase_steps, "mixed" if code == 1 else "zeroth"
+            reason = describe_choice(r)
+        decisions.append(Decision(k, last, reason, spent))
+        if progress is not None:
+            progress.offset = k
+        result = run(loss, theta, estimator, optimizer, min(n, steps - k), k_run,
+                     cap - spent, progress)  # fmt: skip
+        phases.append(result)
+        offsets.append(spent)
+        starts.append(k)
+        spent += int(result.evaluations)
+        k += _ran(result)
+        theta = result.theta
+        if last != "lbfgs":  # a sampling phase goes on from its lowest loss (read: counted)
+            theta, read = _lowest(result)
+            spent += read
+            check_evals[0] += read
+        if last == "lbfgs":
+            ended = _lbfgs_end(result)
+            if ended == "converged":
+                decisions.append(Decision(k, "stop", "L-BFGS converged", spent))
+                break
+            if ended == "steps":  # still descending: go on without a check
+                last = None
+    return Phases(phases, offsets, starts, tuple(decisions), *check_evals)
+
+
+def _lowest(result: Any) -> tuple[Any, int]:
+    """A sampling phase's iterate of lowest finite loss (its history's iterates and its
+    final θ), and the loss evaluations that reading took (the iterates after the first)."""
+    n = _ran(result)
+    losses = np.append(np.asarray(result.history.loss[:n]), float(result.loss))
+    losses = np.where(np.isfinite(losses), losses, np.inf)
+    best = int(np.argmin(losses))
+    if best == n or not np.isfinite(losses[best]):
+        return result.theta, n
+    return jax.tree_util.tree_map(lambda a: a[best], result.history.theta), n
+
+
+def _lbfgs_end(result: Any) -> str:
+    """How an L-BFGS phase ended: "rejected" (a trial loss NaN or inf), "plateau" (it
+    stopped where the gradient is exactly zero), "steps" (it ran all its steps) or
+    "converged"."""
+    n = _ran(result)
+    if int(result.rejected_at) >= 0:
+        return "rejected"
+    g = jax.tree_util.tree_leaves(result.history.estimate.estimate)
+    if n == 0 or all(bool(jnp.all(leaf[n - 1] == 0)) for leaf in g):
+        return "plateau"
+    return "steps" if n == result.history.loss.shape[0] else "converged"

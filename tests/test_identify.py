@@ -571,6 +571,23 @@ def test_trust_must_be_one_of_its_values():
         identify(sys.step, rec, sys.theta, "k", trust="yes")
 
 
+def test_trust_strategy_objects_are_the_names():
+    """``trust=`` takes the strategies ``Off()``, ``Report()``, ``Act()`` or their names:
+    the same fit either way."""
+    from diffsim.identification import Act, Off, Report, as_trust
+
+    assert (as_trust("off"), as_trust("report"), as_trust("act")) == (Off(), Report(), Act())
+    sys = damped_spring()
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 100)
+    start = dict(sys.theta, k=jnp.array(3.0))
+    for name, obj in (("off", Off()), ("report", Report())):
+        a = identify(sys.step, rec, start, "k", trust=name)
+        b = identify(sys.step, rec, start, "k", trust=obj)
+        assert a.theta == b.theta and a.jacobian_trusted == b.jacobian_trusted, (a, b)
+        assert a.rollout_equivalents == b.rollout_equivalents
+    assert a.jacobian_trusted is True
+
+
 def test_smoothed_jacobian_is_exact_on_a_linear_response_and_zero_for_no_effect():
     """The smoothed Jacobian's column is the least-squares slope of antithetic differences
     over fixed Gaussian draws: for residuals linear in a parameter (a constant acceleration

@@ -5,7 +5,8 @@ what it reads and returns: recordings and their files, the fitted parameters, th
 and the ``trust=`` strategies — :class:`Act` (the default), :class:`Report` and :class:`Off`
 — that say what the fit does about the doctor's check of the exact Jacobian. The flat
 ``diffsim`` namespace re-exports the functions and classes users call; the strategies and
-the constants that tune them live here.
+the constants that tune them live here. A strategy's :meth:`AbstractTrust.next_remedy` reads
+a ``Finding`` and returns a ``Decision`` (``diffsim.identification._trust``).
 """
 
 from ._files import FILE_SIGNALS as FILE_SIGNALS
@@ -25,18 +26,12 @@ from ._remedies import NONLINEARITY as NONLINEARITY
 from ._remedies import PROBE_GAIN as PROBE_GAIN
 from ._remedies import PROBE_RESTARTS as PROBE_RESTARTS
 from ._remedies import PROBE_WIDTHS as PROBE_WIDTHS
-from ._remedies import Remedy as Remedy
-from ._remedies import RemedyKind as RemedyKind
-from ._remedies import Tally as Tally
 from ._result import IdentifyResult as IdentifyResult
-from ._solve import FitRun as FitRun
 from ._statistics import CONFIDENCE as CONFIDENCE
 from ._statistics import NotIdentifiableError as NotIdentifiableError
 from ._trust import TRUST as TRUST
 from ._trust import AbstractTrust as AbstractTrust
 from ._trust import Act as Act
-from ._trust import Decision as Decision
-from ._trust import Finding as Finding
 from ._trust import Off as Off
 from ._trust import Report as Report
 from ._trust import as_trust as as_trust
@@ -54,19 +49,13 @@ __all__ = [
     "TRUST",
     "AbstractTrust",
     "Act",
-    "Decision",
-    "Finding",
-    "FitRun",
     "IdentifyResult",
     "NotIdentifiableError",
     "Off",
     "Parameter",
     "Recording",
-    "Remedy",
-    "RemedyKind",
     "Report",
     "Signals",
-    "Tally",
     "as_trust",
     "default_observe",
     "identify",

@@ -593,7 +593,8 @@ def test_smoothed_jacobian_is_exact_on_a_linear_response_and_zero_for_no_effect(
     over fixed Gaussian draws: for residuals linear in a parameter (a constant acceleration
     a: positions and velocities are linear in it) it equals the exact column to rounding,
     whatever the draws, and a parameter the step ignores (b) gets an exactly zero column."""
-    from diffsim.identification._problem import _jacobian, _Problem, _smoothed, _stack, _Subset
+    from diffsim.identification._data import _stack, _Subset
+    from diffsim.identification._problem import _jacobian, _Problem, _smoothed
 
     h = 0.01
 

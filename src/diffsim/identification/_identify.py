@@ -53,8 +53,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import check_int
+from ._data import _Data, _stack, _Subset
 from ._parameters import Parameter, resolve_parameters, with_starts
-from ._problem import _Data, _jacobian, _Problem, _stack, _Subset
+from ._problem import _jacobian, _Problem
 from ._recording import Recording, Signals, check_recording, default_observe
 from ._remedies import Checks, Posed, Tally
 from ._result import IdentifyResult, summarise

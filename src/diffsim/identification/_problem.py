@@ -1,11 +1,11 @@
-r"""The least-squares problem: the recordings stacked for one ``vmap`` of the rollout, the
-weighted residuals (with multiple shooting's windows and continuity defects), their
-forward-mode Jacobian, and the smoothed Jacobian the fit may use instead."""
+r"""The least-squares problem: the weighted residuals (with multiple shooting's windows and
+continuity defects), their forward-mode Jacobian, and the smoothed Jacobian the fit may use
+instead."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import equinox as eqx
@@ -15,8 +15,8 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from .._rollout import rollout
+from ._data import _Data
 from ._parameters import Parameter
-from ._recording import Recording
 from ._step_caps import physical, with_memory
 
 SMOOTHING_SCALE = 0.05
@@ -25,70 +25,6 @@ a parameter at 0): the doctor's default σ (:func:`diffsim.doctor.default_sigma`
 
 SMOOTHING_DRAWS = 16
 """Antithetic draws per parameter of the smoothed Jacobian."""
-
-
-class _Data(eqx.Module):
-    s0: Any  # stacked over recordings
-    inputs: Any  # (R, T, ...) or None
-    observed: dict[str, Any]  # (R, T, k), NaN replaced by 0
-    mask: dict[str, Any]  # (R, T, k) bool
-    weights: dict[str, Any]  # (R, T, k)
-
-
-def _stack(recordings: Sequence[Recording], dtype) -> tuple[_Data, int]:
-    T = max(r.num_steps for r in recordings)
-    names = list(recordings[0].signals)
-    for i, r in enumerate(recordings):
-        if list(r.signals) != names:
-            raise ValueError(
-                f"recordings[{i}] has the signals {list(r.signals)}, recordings[0] {names}: "
-                f"every recording must observe the same signals"
-            )
-    obs, mask, wts = {}, {}, {}
-    for k in names:
-        widths = {np.shape(r.signals[k])[1] for r in recordings}
-        if len(widths) != 1:
-            raise ValueError(f"signal {k!r} has different widths across recordings: {widths}")
-        rows, ms, ws = [], [], []
-        for r in recordings:
-            y = np.asarray(r.signals[k], dtype=float)[1:]
-            w = np.broadcast_to(
-                np.asarray((r.weights or {}).get(k, 1.0), dtype=float),
-                np.asarray(r.signals[k]).shape,
-            )[1:]
-            pad = T - y.shape[0]
-            y = np.concatenate([y, np.full((pad, y.shape[1]), np.nan)])
-            w = np.concatenate([w, np.zeros((pad, y.shape[1]))])
-            ms.append(np.isfinite(y) & (w > 0))
-            rows.append(np.where(np.isfinite(y), y, 0.0))
-            ws.append(w)
-        obs[k] = jnp.asarray(np.stack(rows), dtype)
-        mask[k] = jnp.asarray(np.stack(ms))
-        wts[k] = jnp.asarray(np.stack(ws), dtype)
-
-    def pad_inputs(r: Recording):
-        return jax.tree_util.tree_map(
-            lambda a: jnp.concatenate(
-                [
-                    jnp.asarray(a),
-                    jnp.zeros((T - np.shape(a)[0],) + np.shape(a)[1:], jnp.asarray(a).dtype),
-                ]
-            ),
-            r.inputs,
-        )
-
-    has_inputs = [r.inputs is not None for r in recordings]
-    if any(has_inputs) and not all(has_inputs):
-        raise ValueError("either every recording has inputs (controls) or none has")
-    inputs = None
-    if all(has_inputs):
-        inputs = jax.tree_util.tree_map(
-            lambda *a: jnp.stack(a), *[pad_inputs(r) for r in recordings]
-        )
-    s0 = jax.tree_util.tree_map(
-        lambda *a: jnp.stack([jnp.asarray(x) for x in a]), *[r.s0 for r in recordings]
-    )
-    return _Data(s0, inputs, obs, mask, wts), T
 
 
 class _Problem(eqx.Module):
@@ -295,17 +231,6 @@ class _Projected(eqx.Module):
         if self.tail is not None and self.tail.shape[0]:
             x = jnp.concatenate([x, self.tail])
         return jnp.dot(self.c, self.problem.exact_residuals(x))
-
-
-class _Subset(eqx.Module):
-    """``observe`` restricted to the recorded signals, each raveled to a vector."""
-
-    observe: Any
-    keys: tuple[str, ...] = eqx.field(static=True)
-
-    def __call__(self, state):
-        out = self.observe(state)
-        return {k: jnp.ravel(jnp.asarray(out[k])) for k in self.keys}
 
 
 @eqx.filter_jit

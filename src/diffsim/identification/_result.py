@@ -11,8 +11,9 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from ._data import _Data
 from ._parameters import Parameter
-from ._problem import SMOOTHING_DRAWS, _Data, _jacobian, _Problem
+from ._problem import SMOOTHING_DRAWS, _jacobian, _Problem
 from ._remedies import Tally
 from ._solve import FitRun
 from ._statistics import _covariance, _scaled_svd, _t_quantile, _theta_block, _unidentified

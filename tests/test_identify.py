@@ -243,7 +243,7 @@ def test_multiple_shooting_starts_from_recorded_positions_alone():
     under semi-implicit Euler (x_t = x_{t−1} + h·v_t), so the first guess of every start
     equals the true state to round-off, where the simulation at the start θ would be off;
     the fit recovers θ to 1e-9 relative."""
-    from diffsim._identify import _default_starts
+    from diffsim.identification._shooting import _default_starts
 
     sys = nonlinear_spring(h=0.01, m=1.0, k=4.0, k3=2.0, c=0.3)
     full = simulate_recording(sys.step, sys.s0, sys.theta, 300)
@@ -531,7 +531,7 @@ def test_a_fit_held_on_a_step_of_the_residual_is_moved_off_it_by_the_probe():
     (1e-9 relative)."""
     import re
 
-    from diffsim._identify import PROBE_GAIN
+    from diffsim.identification import PROBE_GAIN
 
     step, rec = _stepped_ball()
     start = {"g": jnp.array(10.1663), "e": jnp.array(0.8033)}
@@ -571,12 +571,30 @@ def test_trust_must_be_one_of_its_values():
         identify(sys.step, rec, sys.theta, "k", trust="yes")
 
 
+def test_trust_strategy_objects_are_the_names():
+    """``trust=`` takes the strategies ``Off()``, ``Report()``, ``Act()`` or their names:
+    the same fit either way."""
+    from diffsim.identification import Act, Off, Report, as_trust
+
+    assert (as_trust("off"), as_trust("report"), as_trust("act")) == (Off(), Report(), Act())
+    sys = damped_spring()
+    rec = simulate_recording(sys.step, sys.s0, sys.theta, 100)
+    start = dict(sys.theta, k=jnp.array(3.0))
+    for name, obj in (("off", Off()), ("report", Report())):
+        a = identify(sys.step, rec, start, "k", trust=name)
+        b = identify(sys.step, rec, start, "k", trust=obj)
+        assert a.theta == b.theta and a.jacobian_trusted == b.jacobian_trusted, (a, b)
+        assert a.rollout_equivalents == b.rollout_equivalents
+    assert a.jacobian_trusted is True
+
+
 def test_smoothed_jacobian_is_exact_on_a_linear_response_and_zero_for_no_effect():
     """The smoothed Jacobian's column is the least-squares slope of antithetic differences
     over fixed Gaussian draws: for residuals linear in a parameter (a constant acceleration
     a: positions and velocities are linear in it) it equals the exact column to rounding,
     whatever the draws, and a parameter the step ignores (b) gets an exactly zero column."""
-    from diffsim._identify import _jacobian, _Problem, _smoothed, _stack, _Subset
+    from diffsim.identification._data import _stack, _Subset
+    from diffsim.identification._problem import _jacobian, _Problem, _smoothed
 
     h = 0.01
 
@@ -618,7 +636,7 @@ def test_the_fit_differentiates_the_rollout_in_forward_mode_only():
     mode through them (Optimistix's Jᵀr, a projection's gradient) transposes J @ dx, not the
     rollout — no backward scan in the program, which is what made MuJoCo fits compile
     slowly — and gives the reverse-mode gradient (closed-form check: rtol 1e-12)."""
-    from diffsim._identify import _forward_mode
+    from diffsim.identification._problem import _forward_mode
 
     sys = nonlinear_spring(h=0.01, m=1.0, k=4.0, k3=2.0, c=0.3)
 

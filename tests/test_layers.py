@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"estimators"},  # gradient estimators
     {"_optimize", "_descent", "_decide", "doctor"},  # tools over any loss
     {"systems"},  # the catalogue: systems, registry, studies, battery, presets
-    {"_identify", "_tasks"},  # workflows
+    {"identification", "_tasks"},  # workflows
     {"plots", "app", "cli", "__init__", "__main__"},  # shells and the flat namespace
 ]
 

@@ -5,8 +5,9 @@ gradients and Jacobians through rollouts — by autodiff and by analytic per-ste
 chained forwards or backwards — and the tools to tell when they can be trusted.
 
 One flat namespace (implementation modules are private): the functions below, and the public
-sub-namespaces ``contact``, ``doctor``, ``estimators``, ``integrators`` and ``systems``. No
-exported name is also a submodule's name, so ``import diffsim.X`` always means one thing.
+sub-namespaces ``contact``, ``doctor``, ``estimators``, ``identification``, ``integrators``
+and ``systems``. No exported name is also a submodule's name, so ``import diffsim.X`` always
+means one thing.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -14,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from . import contact as contact
 from . import doctor as doctor
 from . import estimators as estimators
+from . import identification as identification
 from . import integrators as integrators
 from . import systems as systems
 from ._extras import EXTRAS as EXTRAS
@@ -21,16 +23,6 @@ from ._extras import MissingExtraError as MissingExtraError
 from ._extras import require_extra as require_extra
 from ._grad import Gradient as Gradient
 from ._grad import value_and_grad as value_and_grad
-from ._identify import IdentifyResult as IdentifyResult
-from ._identify import NotIdentifiableError as NotIdentifiableError
-from ._identify import Parameter as Parameter
-from ._identify import Recording as Recording
-from ._identify import default_observe as default_observe
-from ._identify import identify as identify
-from ._identify import load_recording as load_recording
-from ._identify import parse_parameters as parse_parameters
-from ._identify import save_recording as save_recording
-from ._identify import simulate_recording as simulate_recording
 from ._jacobians import adjoint_vjp as adjoint_vjp
 from ._jacobians import forward_sensitivity as forward_sensitivity
 from ._jacobians import rollout_jacobian as rollout_jacobian
@@ -63,6 +55,16 @@ from .doctor import GradCheck as GradCheck
 from .doctor import check_grad as check_grad
 from .doctor import diagnose as diagnose
 from .doctor import diagnose_rollout as diagnose_rollout
+from .identification import IdentifyResult as IdentifyResult
+from .identification import NotIdentifiableError as NotIdentifiableError
+from .identification import Parameter as Parameter
+from .identification import Recording as Recording
+from .identification import default_observe as default_observe
+from .identification import identify as identify
+from .identification import load_recording as load_recording
+from .identification import parse_parameters as parse_parameters
+from .identification import save_recording as save_recording
+from .identification import simulate_recording as simulate_recording
 
 try:
     __version__ = version("diffsim-jax")  # the distribution's name (PyPI's "diffsim" is another)
@@ -105,6 +107,7 @@ __all__ = [
     "doctor",
     "estimators",
     "forward_sensitivity",
+    "identification",
     "identify",
     "initialize_distributed",
     "integrators",

@@ -1,0 +1,278 @@
+"""What :func:`diffsim.identify` returns (:class:`IdentifyResult`), and how it is summarised
+from the fits it ran."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from ._data import _Data
+from ._parameters import Parameter
+from ._problem import SMOOTHING_DRAWS, _jacobian, _Problem
+from ._remedies import Tally
+from ._solve import FitRun
+from ._statistics import _covariance, _scaled_svd, _t_quantile, _theta_block, _unidentified
+
+
+@dataclass(frozen=True)
+class IdentifyResult:
+    """What :func:`identify` found.
+
+    Attributes:
+        names: the fitted parameters' names.
+        theta: ``{name: estimate}``; ``theta_full``: θ with the estimates put in.
+        start: ``{name: start}``.
+        std_error, interval_low, interval_high: standard errors and 95 % intervals
+            (``inf`` / ``∓inf`` for a parameter the data do not determine).
+        covariance: (p, p), in the parameters' units.
+        residual: the root mean square of the weighted residuals at θ̂; ``residual_start``
+            at the start; ``residual_per_signal``: ``{signal: RMS}``.
+        cost: ½‖r‖² at θ̂. ``num_samples``: N, observed samples.
+        singular_values: relative singular values of the column-normalised Jacobian.
+        unidentifiable: names of parameters the data do not determine at θ̂.
+        converged: whether Levenberg–Marquardt met its tolerances within ``max_steps``.
+        message: why it stopped.
+        iterations: solver steps; ``evaluations``: rollouts (of all recordings) with
+            their Jacobians (one per step, one at the start and one at θ̂ of each solve);
+            ``rollout_equivalents``: evaluations × (1 + p + #starts) (one per forward-mode
+            tangent; the smoothed Jacobian adds 2·M·p rollouts), plus 10·p + 1 + p + #starts for
+            each of the doctor's checks (its differences and the exact Jacobian it checks),
+            plus, for each probe around θ̂ (``trust="act"``), its Jacobian and its rollouts.
+        jacobian_mode, seconds: how the Jacobian was computed, and the wall time.
+        jacobian_trusted: whether the doctor's finite-difference check agreed with the
+            exact Jacobian at θ̂ (``None``: not checked).
+        actions: what the fit did because the doctor did not trust the exact Jacobian
+            (``trust="act"``): switched to multiple shooting or to the smoothed Jacobian,
+            where and why, or fitted again from a lower probe around θ̂; ``jacobian``:
+            ``"exact"`` or ``"smoothed"``, the Jacobian the last solve and the intervals
+            used.
+        history: ``{"cost": (k,), "theta": (k, p)}``: the accepted iterates.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim import identify, simulate_recording, Parameter
+        >>> step = lambda s, th: (s[0] + 0.1 * s[1], s[1] - 0.1 * th["c"] * s[1])
+        >>> rec = simulate_recording(step, (0.0, 1.0), {"c": jnp.array(0.5)}, 20)
+        >>> res = identify(step, rec, {"c": jnp.array(1.0)}, [Parameter("c", lower=0.0)])
+        >>> round(res.theta["c"], 6), res.converged
+        (0.5, True)
+    """
+
+    names: tuple[str, ...]
+    theta: dict[str, float]
+    theta_full: Any
+    start: dict[str, float]
+    std_error: dict[str, float]
+    interval_low: dict[str, float]
+    interval_high: dict[str, float]
+    covariance: np.ndarray
+    residual: float
+    residual_start: float
+    residual_per_signal: dict[str, float]
+    cost: float
+    num_samples: int
+    singular_values: tuple[float, ...]
+    unidentifiable: tuple[str, ...]
+    converged: bool
+    message: str
+    iterations: int
+    evaluations: int
+    rollout_equivalents: int
+    jacobian_mode: str
+    jacobian_trusted: bool | None
+    seconds: float
+    history: dict[str, np.ndarray] = field(repr=False)
+    windows: int = 1
+    continuity_defect: float = 0.0
+    actions: tuple[str, ...] = ()
+    jacobian: str = "exact"
+
+    def __repr__(self) -> str:
+        lines = [
+            f"IdentifyResult({'converged' if self.converged else 'NOT converged'}: "
+            f"{self.message.split('; ')[0]}; {self.iterations} iterations, "
+            f"{self.evaluations} evaluations, "
+            f"{self.seconds:.2f} s)",
+            f"  residual RMS {self.residual:.4g} (start {self.residual_start:.4g}), "
+            f"N = {self.num_samples}",
+        ]
+        for n in self.names:
+            lines.append(
+                f"  {n:>20s} = {self.theta[n]:.6g} ± {self.std_error[n]:.3g}   "
+                f"95% [{self.interval_low[n]:.6g}, {self.interval_high[n]:.6g}]"
+                f"   (start {self.start[n]:.6g})"
+            )
+        if self.unidentifiable:
+            lines.append(f"  not identifiable from these data: {', '.join(self.unidentifiable)}")
+        lines += [f"  {line}" for line in self.trust_notes]
+        if self.windows > 1:
+            lines.append(
+                f"  multiple shooting: {self.windows} windows per recording, largest "
+                f"continuity defect {self.continuity_defect:.3g}"
+            )
+        return "\n".join(lines)
+
+    @property
+    def trust_notes(self) -> tuple[str, ...]:
+        """What the doctor found and the fit did about it, one line each (``repr`` and
+        ``diffsim identify`` print them)."""
+        notes = tuple(f"the doctor: {a}" for a in self.actions)
+        if self.jacobian_trusted is False:
+            notes += (
+                "the exact Jacobian at the estimate disagrees with central finite differences: "
+                + (
+                    "the intervals come from the smoothed Jacobian the fit used"
+                    if self.jacobian == "smoothed"
+                    else "the intervals rest on a Jacobian the doctor does not trust"
+                ),
+            )
+        return notes
+
+    def as_dict(self) -> dict[str, Any]:
+        """The result as plain numbers and lists (what ``diffsim identify --json`` prints)."""
+        return {
+            "parameters": list(self.names),
+            "theta": [self.theta[n] for n in self.names],
+            "std_error": [self.std_error[n] for n in self.names],
+            "interval_low": [self.interval_low[n] for n in self.names],
+            "interval_high": [self.interval_high[n] for n in self.names],
+            "start": [self.start[n] for n in self.names],
+            "residual": self.residual,
+            "residual_start": self.residual_start,
+            "residual_per_signal": self.residual_per_signal,
+            "num_samples": self.num_samples,
+            "singular_values": list(self.singular_values),
+            "unidentifiable": list(self.unidentifiable),
+            "converged": self.converged,
+            "message": self.message,
+            "iterations": self.iterations,
+            "evaluations": self.evaluations,
+            "rollout_equivalents": self.rollout_equivalents,
+            "jacobian_trusted": self.jacobian_trusted,
+            "windows": self.windows,
+            "continuity_defect": self.continuity_defect,
+            "actions": list(self.actions),
+            "jacobian": self.jacobian,
+            "method": "Levenberg-Marquardt (optimistix), "
+            + (
+                "smoothed Jacobian (zeroth-order, Gaussian)"
+                if self.jacobian == "smoothed"
+                else f"exact {self.jacobian_mode} Jacobian"
+            )
+            + (f", multiple shooting ({self.windows} windows)" if self.windows > 1 else ""),
+            "seconds": self.seconds,
+        }
+
+
+def summarise(
+    runs: Sequence[FitRun],
+    problem: _Problem,
+    extra0: Any,
+    data: _Data,
+    params: Sequence[Parameter],
+    x0: np.ndarray,
+    r0: Any,
+    trusted: bool | None,
+    tally: Tally,
+    actions: tuple[str, ...],
+    rank_rtol: float,
+    tolerances: tuple[float, float, int],
+    t_start: float,
+) -> IdentifyResult:
+    """The result of the fits ``runs`` (the last one's estimate, on ``problem``): the
+    statistics at the estimate from its Jacobian, the message and the evaluations."""
+    rtol, atol, max_steps = tolerances
+    dtype = jnp.result_type(float)
+    labels = [p.label for p in params]
+    p_count = len(params)
+    N = int(sum(int(jnp.sum(m)) for m in data.mask.values()))
+    n_data = int(sum(int(np.prod(o.shape)) for o in data.observed.values()))
+    last = runs[-1]
+    x_hat, ok, finite, jac = last.x, last.converged, last.finite, last.jac
+    k_total = sum(run.steps for run in runs)
+    hist_theta = np.concatenate([run.theta_history for run in runs])
+    hist_cost = np.concatenate([run.cost_history for run in runs])
+    n_extra = 0 if extra0 is None else int(extra0.shape[0])
+    r, J = (np.asarray(a, dtype=float) for a in _jacobian(problem, jnp.asarray(x_hat, dtype)))
+    x_hat = np.asarray(x_hat, dtype=float)
+    defect = float(np.max(np.abs(r[n_data:]), initial=0.0)) / float(problem.continuity)
+    r = r[:n_data] if n_extra else r  # the data's residuals (the defects are constraints)
+    x_hat = x_hat[:p_count]
+
+    sv, V = _scaled_svd(_theta_block(J, p_count))
+    bad = _unidentified(sv, V, labels, rank_rtol)
+    dof = N - p_count - n_extra
+    cov = _covariance(r, J, p_count, dof, rank_rtol)
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    se = np.where([n in bad for n in labels], np.inf, se)
+    tq = _t_quantile(dof)
+    per_signal = {}
+    offset = 0
+    for key in data.observed:
+        size = int(np.prod(data.observed[key].shape))
+        m = int(jnp.sum(data.mask[key]))
+        seg = r[offset : offset + size]
+        per_signal[key] = float(np.sqrt(seg @ seg / max(m, 1)))
+        offset += size
+    smoothed_fit = problem.smooth_eps is not None
+    if not finite:
+        message = "the simulation went non-finite; the last finite iterate is reported"
+        ok = False
+    elif bool(ok):
+        message = f"converged (rtol {rtol:g}, atol {atol:g})"
+    else:
+        message = f"did not converge in max_steps = {max_steps} steps; the last iterate is reported"
+    if actions:
+        message += "; " + "; ".join(actions)
+    if trusted is False:
+        message += (
+            "; the exact Jacobian at the estimate disagrees with central finite differences "
+            "(diffsim.check_grad)"
+            + (
+                ": the intervals come from the smoothed Jacobian the fit used"
+                if smoothed_fit
+                else ": the intervals rest on a Jacobian the doctor does not trust"
+            )
+        )
+    names = tuple(labels)
+    theta_full = problem.theta_of(jnp.asarray(x_hat, dtype))
+    # a Jacobian: one rollout and p + #starts tangents (exact), or 2·M·p rollouts (smoothed)
+    per_jac = 1 + p_count + n_extra + (2 * SMOOTHING_DRAWS * p_count if smoothed_fit else 0)
+    evaluations = k_total + 2 * len(runs)
+    return IdentifyResult(
+        names=names,
+        theta=dict(zip(names, map(float, x_hat))),
+        theta_full=theta_full,
+        start=dict(zip(names, map(float, x0))),
+        std_error=dict(zip(names, map(float, se))),
+        interval_low=dict(zip(names, map(float, x_hat - tq * se))),
+        interval_high=dict(zip(names, map(float, x_hat + tq * se))),
+        covariance=cov,
+        residual=float(np.sqrt(r @ r / N)),
+        residual_start=float(np.sqrt(float(jnp.sum(r0[:n_data] ** 2)) / N)),
+        residual_per_signal=per_signal,
+        cost=0.5 * float(r @ r),
+        num_samples=N,
+        singular_values=tuple(float(s) for s in sv),
+        unidentifiable=bad,
+        converged=bool(ok),
+        message=message,
+        iterations=k_total,
+        evaluations=evaluations,
+        rollout_equivalents=evaluations * per_jac
+        + tally.checks * (10 * p_count + 1 + p_count + n_extra)
+        + tally.rollouts,
+        jacobian_mode={"fwd": "forward-mode", "bwd": "reverse-mode"}[jac],
+        jacobian_trusted=trusted,
+        seconds=time.perf_counter() - t_start,
+        history={"cost": hist_cost, "theta": hist_theta},
+        windows=problem.num_windows,
+        continuity_defect=defect if n_extra else 0.0,
+        actions=tuple(actions),
+        jacobian="smoothed" if smoothed_fit else "exact",
+    )

@@ -1,0 +1,141 @@
+"""One Levenberg–Marquardt solve (Optimistix), driven step by step inside one
+``lax.while_loop`` so that the iterates are kept; :class:`FitRun` is what it found."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._parameters import _from_z, _to_z
+from ._problem import _exact_residuals, _Problem
+
+
+class FitRun(NamedTuple):
+    """What one Levenberg–Marquardt solve found."""
+
+    x: np.ndarray
+    """The estimate: physical θ, then (multiple shooting) the window starts."""
+    steps: int
+    """Solver steps taken."""
+    converged: bool
+    """Whether it met its tolerances within ``max_steps`` (and stayed finite)."""
+    finite: bool
+    """Whether the simulation stayed finite (else ``x`` is the last finite iterate)."""
+    jac: str
+    """``"fwd"`` or ``"bwd"``: how Optimistix differentiated the residuals."""
+    theta_history: np.ndarray
+    """(steps, p): θ at the accepted iterates."""
+    cost_history: np.ndarray
+    """(steps,): ½‖r‖² at the accepted iterates."""
+
+
+class _Fit(eqx.Module):
+    problem: _Problem
+    lo: Any
+    hi: Any
+    x0: Any
+    scale: Any
+    extra0: Any = None  # multiple shooting: the start states' initial guess (flat) ...
+    extra_scale: Any = None  # ... and their scale
+
+    def physical(self, z):
+        p = len(self.problem.params)
+        theta = jnp.stack(
+            [
+                _from_z(q.kind, self.lo[j], self.hi[j], self.x0[j], self.scale[j], z[j])
+                for j, q in enumerate(self.problem.params)
+            ]
+        )
+        if self.extra0 is None:
+            return theta
+        return jnp.concatenate([theta, self.extra0 + self.extra_scale * z[p:]])
+
+    def residuals_z(self, z, args):
+        return self.problem.residuals(self.physical(z)), None
+
+
+def _optimistix() -> Any:
+    """Optimistix, imported when a fit runs (it needs Python >= 3.11: on 3.10 the rest of
+    diffsim works and ``identify`` says what to install)."""
+    try:
+        import optimistix
+    except ImportError as err:  # pragma: no cover - Python 3.10 / not installed
+        raise ImportError(
+            "diffsim.identify needs optimistix (Python >= 3.11): pip install 'optimistix>=0.1.0'"
+            f" ({err})"
+        ) from None
+    return optimistix
+
+
+@eqx.filter_jit
+def _solve(fit: _Fit, z0, rtol: float, atol: float, max_steps: int, jac: str):
+    optx = _optimistix()
+    solver = optx.LevenbergMarquardt(rtol=rtol, atol=atol)
+    fn = fit.residuals_z
+    options = {"jac": jac}
+    f_struct = jax.eval_shape(lambda z: fn(z, None)[0], z0)
+    state = solver.init(fn, z0, None, options, f_struct, None, frozenset())
+    hist_z = jnp.full((max_steps + 1, z0.shape[0]), jnp.nan, z0.dtype)
+    hist_c = jnp.full((max_steps + 1,), jnp.nan, z0.dtype)
+
+    dynamic, static = eqx.partition(state, eqx.is_array)  # the Jacobian's jaxpr is static
+
+    def cond(carry):
+        _, dyn, k, _, _ = carry
+        st = eqx.combine(dyn, static)
+        done, result = solver.terminate(fn, z0, None, options, st, frozenset())
+        return (~done) & (result == optx.RESULTS.successful) & (k < max_steps)
+
+    def body(carry):
+        z, dyn, k, hz, hc = carry
+        z, st, _ = solver.step(fn, z, None, options, eqx.combine(dyn, static), frozenset())
+        cost = 0.5 * jnp.sum(st.f_info.residual**2)
+        return z, eqx.filter(st, eqx.is_array), k + 1, hz.at[k].set(z), hc.at[k].set(cost)
+
+    z, dynamic, k, hist_z, hist_c = jax.lax.while_loop(cond, body, (z0, dynamic, 0, hist_z, hist_c))
+    state = eqx.combine(dynamic, static)
+    done, result = solver.terminate(fn, z, None, options, state, frozenset())
+    ok = done & (result == optx.RESULTS.successful)
+    return z, k, ok, hist_z, hist_c
+
+
+def fit_run(problem, params, x_theta, x0j, scale, extra0, extra_scale, dtype, rtol, atol,
+            max_steps) -> FitRun:  # fmt: skip
+    """One Levenberg–Marquardt solve from physical θ ``x_theta`` (and shooting's starts at
+    their guess)."""
+    p_count = len(params)
+    n_extra = 0 if extra0 is None else int(extra0.shape[0])
+    z0 = jnp.asarray([_to_z(p, float(x), s) for p, x, s in zip(params, x_theta, scale)], dtype)
+    if n_extra:
+        z0 = jnp.concatenate([z0, jnp.zeros(n_extra, dtype)])
+    fit = _Fit(
+        problem,
+        jnp.asarray([p.lower if math.isfinite(p.lower) else 0.0 for p in params], dtype),
+        jnp.asarray([p.upper if math.isfinite(p.upper) else 0.0 for p in params], dtype),
+        x0j,
+        jnp.asarray(scale, dtype),
+        extra0,
+        extra_scale,
+    )
+    rows = int(jax.eval_shape(problem.exact_residuals, fit.physical(z0)).shape[0])
+    # forward mode: one tangent per unknown beats one backward pass per residual
+    jac = "fwd" if p_count + n_extra <= rows else "bwd"
+    z, k, ok, hist_z, hist_c = _solve(fit, z0, rtol, atol, max_steps, jac)
+    k = int(k)
+    x_hat = np.asarray(fit.physical(z), dtype=float)
+    hist_cost = np.asarray(hist_c[:k])
+    finite = bool(np.all(np.isfinite(x_hat))) and (k == 0 or bool(np.isfinite(hist_cost[-1])))
+    if finite:
+        r_hat = _exact_residuals(problem, jnp.asarray(x_hat, dtype))
+        finite = bool(jnp.all(jnp.isfinite(r_hat)))
+    if not finite:  # never report NaN: the last finite iterate
+        good = np.where(np.isfinite(hist_cost))[0]
+        start = np.asarray(fit.physical(z0), dtype=float)
+        x_hat = np.asarray(fit.physical(hist_z[good[-1]]), dtype=float) if good.size else start
+    hist_theta = np.asarray(jax.vmap(fit.physical)(hist_z[:k]))[:, :p_count]
+    return FitRun(x_hat, k, bool(ok) and finite, finite, jac, hist_theta, hist_cost)

@@ -54,6 +54,9 @@ from ._sharding import shard_batch as shard_batch
 from ._sigma import DEFAULT_SIGMA as DEFAULT_SIGMA
 from ._sigma import Relative as Relative
 from ._sigma import sigma_vector as sigma_vector
+from ._step import AbstractStep as AbstractStep
+from ._step import FunctionStep as FunctionStep
+from ._step import as_step as as_step
 from ._tasks import TASKS as TASKS
 from ._tasks import Task as Task
 from .doctor import Diagnosis as Diagnosis
@@ -71,8 +74,10 @@ __all__ = [
     "DEFAULT_SIGMA",
     "EXTRAS",
     "TASKS",
+    "AbstractStep",
     "Diagnosis",
     "DivergedError",
+    "FunctionStep",
     "GradCheck",
     "Gradient",
     "IdentifyResult",
@@ -89,6 +94,7 @@ __all__ = [
     "Task",
     "__version__",
     "adjoint_vjp",
+    "as_step",
     "check_grad",
     "checkpoint_segments",
     "contact",

@@ -88,6 +88,10 @@ from ._fields import STATE_FIELDS as STATE_FIELDS
 from ._fields import MjxState as MjxState
 from ._load import load as load
 from ._reach import ReachLoss as ReachLoss
+
+# MuJoCo MJX as the adapter imported it (without its Warp probe's prints), as before the
+# split: tests and benchmarks use ``diffsim.engines.mjx.mjx``
+from ._shim import mjx as mjx
 from ._step import MjxStep as MjxStep
 
 __all__ = [

@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 
 from diffsim.engines import mjx  # noqa: E402
 from diffsim.engines.control import gymnasium_model  # noqa: E402
+from diffsim.engines.mjx._load import mj_model_from  # noqa: E402
 
 from ._harness import first_and_median  # noqa: E402
 
@@ -128,7 +129,7 @@ def _c_transition_fd_worlds(m: mujoco.MjModel, d0: mujoco.MjData, w: np.ndarray,
 
 
 def bench_model(name: str, T: int, worlds: list[int]) -> dict:
-    m = mjx._mj_model(gymnasium_model(name))
+    m = mj_model_from(gymnasium_model(name))
     d0 = _start(m, CONTACT_STEPS.get(name, 50))
     w = np.random.default_rng(1).normal(size=m.nv)
     step = mjx.load(m)

@@ -17,7 +17,16 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "diffsim"
 
 LAYERS: list[set[str]] = [
-    {"_types", "_checks", "_coords", "_extras", "_options", "_sharding", "_sigma"},  # foundations
+    {
+        "_types",
+        "_checks",
+        "_coords",
+        "_extras",
+        "_options",
+        "_sharding",
+        "_sigma",
+        "_step",
+    },  # foundations
     {"_rollout", "_grad", "_jacobians", "_policy", "integrators"},  # rollouts, derivatives
     {"contact", "engines"},  # models: contact, engine adapters
     {"estimators"},  # gradient estimators

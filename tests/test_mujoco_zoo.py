@@ -37,6 +37,8 @@ import pytest
 
 from diffsim.engines import mjx, scenes
 from diffsim.engines.control import gymnasium_model
+from diffsim.engines.mjx._integrate import quat_mul
+from diffsim.engines.mjx._load import mj_model_from
 
 mujoco_mjx = mjx.mjx  # MuJoCo MJX (imported quietly by the adapter)
 
@@ -90,7 +92,7 @@ def zoo(name: str) -> str:
 
 def load_mj(name: str) -> mujoco.MjModel:
     with pytest.warns(UserWarning, match="settotalmass") if name == "half_cheetah" else _nothing():
-        return mjx._mj_model(zoo(name))
+        return mj_model_from(zoo(name))
 
 
 class _nothing:
@@ -284,16 +286,17 @@ def _tangent(step: mjx.MjxStep, q_ref, q):
     order (exactly its derivative at ``q = q_ref``): hinge/slide differences, free-joint
     position differences and ``2 vec(q_ref⁻¹ ⊗ q)`` for each quaternion."""
     out = jnp.zeros(step.nv, q.dtype)
-    if step._scalar_q.size:
-        out = out.at[step._scalar_v].set(q[step._scalar_q] - q_ref[step._scalar_q])
+    if step.joints.scalar_q:
+        sq, sv = np.asarray(step.joints.scalar_q), np.asarray(step.joints.scalar_v)
+        out = out.at[sv].set(q[sq] - q_ref[sq])
 
     def rot(a, b):
-        return 2.0 * mjx._quat_mul(a * jnp.array([1.0, -1.0, -1.0, -1.0]), b)[1:]
+        return 2.0 * quat_mul(a * jnp.array([1.0, -1.0, -1.0, -1.0]), b)[1:]
 
-    for qa, va in step._free:
+    for qa, va in step.joints.free:
         out = out.at[va : va + 3].set(q[qa : qa + 3] - q_ref[qa : qa + 3])
         out = out.at[va + 3 : va + 6].set(rot(q_ref[qa + 3 : qa + 7], q[qa + 3 : qa + 7]))
-    for qa, va in step._ball:
+    for qa, va in step.joints.ball:
         out = out.at[va : va + 3].set(rot(q_ref[qa : qa + 4], q[qa : qa + 4]))
     return out
 
@@ -536,7 +539,7 @@ def test_rollout_jacobian_matches_central_differences_of_mj_step(name):
 @pytest.mark.slow
 def test_rk4_ball_at_the_step_where_contact_is_made():
     # an RK4 ball dropped on a plane: the step in which MuJoCo first detects the contact
-    m = mjx._mj_model(BOUNCE_RK4)
+    m = mj_model_from(BOUNCE_RK4)
     d = mujoco.MjData(m)
     mujoco.mj_forward(m, d)
     while not d.ncon:  # the first state at which MuJoCo detects the contact

@@ -18,6 +18,8 @@ from . import estimators as estimators
 from . import identification as identification
 from . import integrators as integrators
 from . import systems as systems
+from ._decide import Decide as Decide
+from ._decide import Decision as Decision
 from ._extras import EXTRAS as EXTRAS
 from ._extras import MissingExtraError as MissingExtraError
 from ._extras import require_extra as require_extra
@@ -27,8 +29,6 @@ from ._jacobians import adjoint_vjp as adjoint_vjp
 from ._jacobians import forward_sensitivity as forward_sensitivity
 from ._jacobians import rollout_jacobian as rollout_jacobian
 from ._jacobians import step_jacobian as step_jacobian
-from ._decide import Decide as Decide
-from ._decide import Decision as Decision
 from ._optimize import DivergedError as DivergedError
 from ._optimize import OptimizeHistory as OptimizeHistory
 from ._optimize import OptimizeResult as OptimizeResult
@@ -48,6 +48,9 @@ from ._sharding import shard_batch as shard_batch
 from ._sigma import DEFAULT_SIGMA as DEFAULT_SIGMA
 from ._sigma import Relative as Relative
 from ._sigma import sigma_vector as sigma_vector
+from ._step import AbstractStep as AbstractStep
+from ._step import FunctionStep as FunctionStep
+from ._step import as_step as as_step
 from ._tasks import TASKS as TASKS
 from ._tasks import Task as Task
 from .doctor import Diagnosis as Diagnosis
@@ -75,10 +78,12 @@ __all__ = [
     "DEFAULT_SIGMA",
     "EXTRAS",
     "TASKS",
+    "AbstractStep",
     "Decide",
     "Decision",
     "Diagnosis",
     "DivergedError",
+    "FunctionStep",
     "GradCheck",
     "Gradient",
     "IdentifyResult",
@@ -95,6 +100,7 @@ __all__ = [
     "Task",
     "__version__",
     "adjoint_vjp",
+    "as_step",
     "check_grad",
     "checkpoint_segments",
     "contact",

@@ -25,6 +25,7 @@ from jax.flatten_util import ravel_pytree
 from ._checks import as_arrays, as_used, is_concrete
 from ._rollout import call_step, check_step_output
 from ._rollout import prepare as _prepare
+from ._step import as_step
 from ._types import Inputs, Matrix, Params, State, StepJacobian
 
 Method = Literal["autodiff", "product", "forward", "adjoint"]
@@ -91,16 +92,14 @@ def _resolve_step_jacobian(step, given, method) -> Callable[..., tuple[Matrix, M
         if not callable(given):
             raise TypeError(f"step_jacobian must be callable, got {given!r}")
         return cast(Callable[..., tuple[Matrix, Matrix]], given)
-    jac = getattr(step, "jacobian", None)
-    if jac is None:
+    declared = as_step(step)
+    if not declared.has_jacobian:
         raise ValueError(
             f"method={method!r} chains analytic per-step Jacobians: pass "
-            "step_jacobian=fn(state, theta[, u]) -> (A, B), or use a step that has a "
-            ".jacobian method (every diffsim integrator does)"
+            "step_jacobian=fn(state, theta[, u]) -> (A, B), or use a step that declares "
+            "an analytic jacobian (has_jacobian; every diffsim integrator does)"
         )
-    if not callable(jac):
-        raise TypeError(f"step.jacobian must be callable, got {jac!r}")
-    return cast(Callable[..., tuple[Matrix, Matrix]], jac)
+    return declared.jacobian
 
 
 def _call_jac(jac, s, theta, u):

@@ -437,8 +437,11 @@ def _decided(loss, theta0, method, steps, key, callback, budget) -> OptimizeResu
         last.theta,
         last.loss,
         jnp.asarray(loss_evals + grad_evals, jnp.int32),
-        concat_histories([p.history for p in ran.results], ran.spent_before,
-                         [int(p.steps_run) for p in ran.results]),  # fmt: skip
+        concat_histories(
+            [p.history for p in ran.results],
+            ran.spent_before,
+            [int(p.steps_run) for p in ran.results],
+        ),
         jnp.asarray(loss_evals, jnp.int32),
         jnp.asarray(grad_evals, jnp.int32),
         jnp.asarray(sum(int(p.steps_run) for p in ran.results), jnp.int32),

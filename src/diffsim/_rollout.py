@@ -20,6 +20,7 @@ from ._checks import (
     warn_precision,
 )
 from ._coords import stack_last, unstack
+from ._step import as_step
 from ._types import Inputs, Params, State
 
 Checkpoint = None | int | Sequence[int] | Literal["sqrt", "recursive"]
@@ -286,7 +287,7 @@ def warn_time_resolution(step: Any, num_steps: int, s0: State) -> None:
     float32 from about 8 million steps), so anything that accumulates time or needs the
     horizon to step precision does not get what was asked for.
     """
-    h = getattr(step, "h", None)
+    h = as_step(step).h
     if h is None or not is_concrete(h) or np.ndim(h) != 0:
         return
     leaves = [a for a in jax.tree_util.tree_leaves(s0) if jnp.issubdtype(a.dtype, jnp.floating)]

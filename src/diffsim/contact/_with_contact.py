@@ -5,13 +5,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from .._coords import Coords
+from .._step import AbstractStep
 from ..integrators.base import CoordinateAcceleration, Integrator, _unpack
 from ._plane import _coords
 from .base import Contact, EventContact, ForceContact
@@ -35,7 +36,7 @@ class _AccelWithContacts(CoordinateAcceleration):
         return a
 
 
-class WithContact(eqx.Module):
+class WithContact(AbstractStep):
     r"""An integrator step with contacts: ``step(state, theta[, u]) -> state``.
 
     Force contacts are added to the acceleration; then the free step is taken; then each
@@ -66,9 +67,20 @@ class WithContact(eqx.Module):
             if not isinstance(c, Contact):
                 raise TypeError(f"contacts must be Contact models, got {c!r}")
 
+    # the doctor leaves contact steps to its jump and stiffness flags: a stepped contact
+    # moves its onset with h by construction (see diffsim.doctor's halve_time_step)
+    time_step_refinable: ClassVar[bool] = False
+    has_jacobian: ClassVar[bool] = True
+
     @property
     def h(self):
         return self.integrator.h
+
+    # a property where integrators declare a class variable: the order is the integrator's
+    @property
+    def order(self) -> int:  # pyright: ignore[reportIncompatibleVariableOverride]
+        """The integrator's order of accuracy."""
+        return self.integrator.order
 
     def free_integrator(self) -> Integrator:
         """The integrator with the force contacts folded into its acceleration."""

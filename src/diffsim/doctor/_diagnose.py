@@ -54,6 +54,7 @@ from jax.flatten_util import ravel_pytree
 from .._checks import as_arrays, check_in_range, check_int, check_key
 from .._rollout import prepare, rollout
 from .._sigma import Relative, describe
+from .._step import as_step
 from .._types import Inputs
 from ..estimators import _evidence as ev
 from ..estimators._common import check_not_empty, check_sample_memory
@@ -800,27 +801,19 @@ def diagnose_rollout(
 
 
 def halve_time_step(step: Any) -> tuple[Any, int, float] | None:
-    """``(the step at h/2, the integrator's order, h)`` for a step with a time step — an
-    :class:`~diffsim.integrators.Integrator` (not a contact step: those are left to the
-    jump and stiffness flags), or
-    any step with a ``with_time_step(h)`` method and ``time_step`` and ``order``
-    attributes; ``None`` for a step without one."""
-    from ..contact import WithContact
-    from ..integrators import Integrator
-
-    if isinstance(step, Integrator):
-        h = jnp.asarray(step.h)
-        return eqx.tree_at(lambda s: s.h, step, h / 2), step.order, float(jnp.max(h))
-    if isinstance(step, WithContact):
-        # contact steps are left to the jump and stiffness flags: a stepped contact moves
-        # its onset with h by construction, and time-of-impact restitution with
-        # semi-implicit Euler changed its gradient by more than 10 % at h/2 on the held-out
-        # battery (a false alarm), so the flag is not raised for contact
+    """``(the step at h/2, its order, h)`` for a step that declares
+    ``time_step_refinable`` (an :class:`~diffsim.integrators.Integrator`, an MJX step; not
+    a contact step: those are left to the jump and stiffness flags); ``None`` for any
+    other step."""
+    declared = as_step(step)
+    # contact steps declare time_step_refinable = False: a stepped contact moves its onset
+    # with h by construction, and time-of-impact restitution with semi-implicit Euler
+    # changed its gradient by more than 10 % at h/2 on the held-out battery (a false
+    # alarm), so the flag is not raised for contact
+    if not declared.time_step_refinable or declared.h is None:
         return None
-    if callable(getattr(step, "with_time_step", None)) and hasattr(step, "time_step"):
-        h = float(step.time_step)
-        return step.with_time_step(h / 2), int(getattr(step, "order", 1)), h
-    return None
+    h = declared.h
+    return declared.with_time_step(h / 2), declared.order, float(h)
 
 
 HALF_STEP_FORWARD_MAX_DIM = 16

@@ -33,6 +33,7 @@ import io
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array
 
@@ -43,6 +44,7 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
 
 from .._checks import check_int
 from .._rollout import Checkpoint, rollout
+from .._step import AbstractStep
 
 Policy = Callable[[Any, Array], Array]
 """``policy(theta, obs) -> action``."""
@@ -67,7 +69,7 @@ def linear_policy(theta: dict[str, Array], obs: Array) -> Array:
     return jnp.tanh(theta["W"] @ obs + theta["b"])
 
 
-class BraxStep:
+class BraxStep(AbstractStep):
     """A Brax environment as a diffsim step (see the module docstring). Build it with
     :func:`wrap`.
 
@@ -94,13 +96,23 @@ class BraxStep:
         ((1, 4), True, True)
     """
 
+    env: Any = eqx.field(static=True)
+    policy: Policy | None
+    h: Any = eqx.field(static=True)  # a float, s: the type of AbstractStep's h
+    action_size: int = eqx.field(static=True)
+    observation_size: int = eqx.field(static=True)
+
     def __init__(self, env: Any, policy: Policy | None) -> None:
         self.env = env
         self.policy = policy
         self.h = float(env.dt)
         self.action_size = int(env.action_size)
         self.observation_size = int(env.observation_size)
-        self.no_params = jnp.zeros(())
+
+    @property
+    def no_params(self) -> Array:
+        """A θ for open-loop rollouts (Brax does not read it)."""
+        return jnp.zeros(())
 
     def __repr__(self) -> str:
         name = type(self.env).__name__

@@ -20,6 +20,7 @@ from jax.flatten_util import ravel_pytree
 
 from .._checks import as_arrays, check_positive
 from .._coords import Coords
+from .._step import AbstractStep
 from .._types import Matrix, Params
 
 Acceleration = Callable[..., Any]
@@ -117,7 +118,7 @@ class CoordinateAcceleration(abc.ABC):
     def on_coords(self, x: Coords, v: Coords, theta, u) -> Coords: ...
 
 
-class Integrator(eqx.Module):
+class Integrator(AbstractStep):
     """Abstract base: a time step of ``x'' = a(x, v, θ[, u])`` over states ``(x, v)``.
 
     ``x`` and ``v`` are arrays (or pytrees) of equal structure; the step is
@@ -147,9 +148,20 @@ class Integrator(eqx.Module):
 
     order: ClassVar[int]  # every concrete integrator declares it (checked when built)
     symplectic: ClassVar[bool] = False
+    time_step_refinable: ClassVar[bool] = True
+    has_jacobian: ClassVar[bool] = True
 
     def __check_init__(self):
-        order = getattr(type(self), "order", None)
+        # declared by the integrator's own class or one between it and Integrator (the
+        # step interface's default of 1 is no declaration of a scheme's accuracy)
+        order = next(
+            (
+                vars(c)["order"]
+                for c in type(self).__mro__
+                if issubclass(c, Integrator) and "order" in vars(c)
+            ),
+            None,
+        )
         if isinstance(order, bool) or not isinstance(order, int) or order < 1:
             raise TypeError(
                 f"{type(self).__name__} must declare its order of accuracy as a class "
@@ -222,6 +234,10 @@ class Integrator(eqx.Module):
 
         Rows and columns in raveled order: all of x then all of v; θ raveled.
         """
+
+    def with_time_step(self, h: Any) -> Integrator:
+        """The same integrator at time step ``h``."""
+        return eqx.tree_at(lambda s: s.h, self, jnp.asarray(h))
 
     def __call__(self, state, theta: Params, u: Any = None):
         """``(x, v) -> (x', v')``: one step of length ``h``."""

@@ -1,7 +1,7 @@
 """What identification reads off a step and its state beyond ``step(state, theta[, u])``.
 
-Every such read is here, one function per capability, so that a declared step interface can
-replace them in one place: the time step ``h`` (checked against a recording's times, and for
+Every such read is here, one function per capability: what the step declares
+(:class:`~diffsim.AbstractStep`) — the time step ``h`` (checked against a recording's times, and for
 velocities from recorded positions), the MuJoCo model behind an MJX step (its position
 coordinates), and the fields a state type names as solver memory (an MJX state's warm
 start: neither fitted nor tied by multiple shooting), and whether a state is an MJX state
@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from .._checks import is_concrete
+from .._step import as_step
 
 
 def step_size(step: Any) -> float | None:
     """The step's concrete time step ``h`` (s), if it declares one."""
-    h = getattr(step, "h", None)
+    h = as_step(step).h
     if h is None or not is_concrete(h) or np.ndim(h) != 0:
         return None
     return float(h)
@@ -27,7 +28,7 @@ def step_size(step: Any) -> float | None:
 
 def mujoco_model(step: Any) -> Any:
     """The ``mujoco.MjModel`` behind the step (an MJX step's ``mj_model``), else ``None``."""
-    return getattr(step, "mj_model", None)
+    return as_step(step).mj_model
 
 
 def has_qpos_qvel(state: Any) -> bool:

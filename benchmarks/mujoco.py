@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 
 from diffsim.engines import mjx  # noqa: E402
 from diffsim.engines.control import gymnasium_model  # noqa: E402
-from diffsim.engines.mjx._load import mj_model_from  # noqa: E402
+from diffsim.engines.mjx import mj_model_from  # noqa: E402
 
 from ._harness import first_and_median  # noqa: E402
 

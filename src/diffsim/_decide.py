@@ -33,6 +33,10 @@ from ._checks import check_int
 from .estimators import Auto, Exact, GradientEstimate
 from .estimators.auto import chosen_estimator, describe_choice
 
+CONVERGED = 1e-6
+"""An L-BFGS phase that ends on an exactly zero gradient converged if its last non-zero
+gradient (largest component) was below this fraction of its first."""
+
 
 class Decision(NamedTuple):
     """One decision of :class:`Decide`: at ``step`` (iterations before it) with
@@ -65,7 +69,7 @@ class Decide(eqx.Module):
         >>> r = optimize(lambda t: jnp.sum((t - 3.0) ** 2), jnp.ones(2),
         ...              key=jax.random.PRNGKey(0))
         >>> [round(v, 6) for v in r.theta.tolist()], [d.method for d in r.decisions]
-        ([3.0, 3.0], ['lbfgs'])
+        ([3.0, 3.0], ['lbfgs', 'stop'])
     """
 
     check: Auto = eqx.field(default_factory=lambda: Auto(num_samples=8, max_samples=8))
@@ -93,6 +97,15 @@ class Phases(NamedTuple):
     decisions: tuple[Decision, ...]
     check_loss_evals: int
     check_grad_evals: int
+
+
+def smallest_budget(method: Decide, dim: int) -> int:
+    """The fewest evaluations one decision and one step can take: a check without widening
+    (its loss and gradient at θ, the finite-difference ladder, N samples of each family)
+    and one gradient."""
+    cost = dataclasses.replace(method.check, max_widen=0, max_samples=method.check.num_samples)
+    loss_evals, grad_evals, _ = cost.cost(dim)
+    return loss_evals + grad_evals + 1
 
 
 class _Offset:
@@ -209,7 +222,15 @@ def _lbfgs_end(result: Any) -> str:
     n = _ran(result)
     if int(result.rejected_at) >= 0:
         return "rejected"
-    g = jax.tree_util.tree_leaves(result.history.estimate.estimate)
-    if n == 0 or all(bool(jnp.all(leaf[n - 1] == 0)) for leaf in g):
-        return "plateau"
+    flat = jnp.concatenate(
+        [jnp.reshape(leaf[:n], (n, -1)) for leaf in jax.tree_util.tree_leaves(
+            result.history.estimate.estimate)], axis=1)  # fmt: skip
+    norms = np.asarray(jnp.max(jnp.abs(flat), axis=1)) if n else np.zeros(0)
+    if n == 0 or norms[-1] == 0:
+        # an exact zero reached by converging (the gradient shrinking to rounding on the
+        # way, as at a minimum) is a minimum; one reached at once after steps with a
+        # real slope is a plateau the descent stepped onto
+        moving = norms[norms > 0]
+        if moving.size == 0 or moving[-1] > CONVERGED * moving[0]:
+            return "plateau"
     return "steps" if n == result.history.loss.shape[0] else "converged"

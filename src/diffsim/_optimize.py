@@ -25,7 +25,7 @@ from ._checks import (
     default_float,
     is_concrete,
 )
-from ._decide import Decide, concat_histories, decide_and_descend
+from ._decide import Decide, concat_histories, decide_and_descend, smallest_budget
 from ._descent import EstimatorDescent, descent_for, is_minimiser, needs_value_fn
 from ._policy import PolicyObjective
 from ._sigma import scale_sigma, sigma_vector
@@ -383,6 +383,15 @@ def optimize(
     cap = None  # an array, not a static int: another budget reuses the compiled run
     if budget is not None:
         cap = jnp.asarray(check_int("budget", budget, minimum=1, maximum=INT32_MAX), jnp.int32)
+    if default and budget is not None:
+        dim = sum(int(np.size(v)) for v in jax.tree_util.tree_leaves(theta0))
+        least = smallest_budget(method or Decide(), dim)
+        if int(budget) < least:
+            raise ValueError(
+                f"budget must leave room for one decision and one step of the default method "
+                f"(at least {least} evaluations for {dim} parameters: the check's samples "
+                f"and one gradient), got {budget}"
+            )
     if default:
         result = _decided(loss, theta0, method or Decide(), steps, key, callback, budget)
         _check_diverged(result)

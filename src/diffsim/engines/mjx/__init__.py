@@ -87,6 +87,7 @@ from ._fields import MODEL_FIELDS as MODEL_FIELDS
 from ._fields import STATE_FIELDS as STATE_FIELDS
 from ._fields import MjxState as MjxState
 from ._load import load as load
+from ._load import mj_model_from as mj_model_from
 from ._reach import ReachLoss as ReachLoss
 
 # MuJoCo MJX as the adapter imported it (without its Warp probe's prints), as before the
@@ -104,4 +105,5 @@ __all__ = [
     "MujocoGap",
     "ReachLoss",
     "load",
+    "mj_model_from",
 ]

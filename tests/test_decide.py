@@ -1,0 +1,66 @@
+"""The default :func:`diffsim.optimize` (:class:`diffsim.Decide`): the evidence picks the
+method (issue 45). On the article's wall, from the basin, the plateau and just past the
+cliff: the decisions taken, the landing point against the closed-form target (±5 cm, the
+wall study's success), and the evaluations against the issue's goals (≤ 60 from the basin,
+≤ 600 from anywhere)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import diffsim
+from diffsim.systems import projectile_wall as pw
+
+KEY = jax.random.PRNGKey(0)
+
+
+@pytest.mark.parametrize(
+    ("v0", "first", "why"),
+    [(12.0, "lbfgs", "trusted"), (8.5, "zeroth", "plateau"), (9.6, "mixed", "jump")],
+    ids=["basin", "plateau", "past-the-cliff"],
+)
+def test_wall_decisions_and_landing(v0, first, why):
+    r = diffsim.optimize(pw.loss, jnp.asarray(v0), key=KEY)
+    methods = [d.method for d in r.decisions]
+    assert methods[0] == first and why in r.decisions[0].reason
+    assert methods[-2:] == ["lbfgs", "stop"]  # ends with L-BFGS where the gradient is trusted
+    assert abs(float(pw.landing_x(r.theta)) - pw.TARGET) <= 0.05
+    assert int(r.evaluations) <= (60 if first == "lbfgs" else 600)
+    # the counts add up: loss + gradient, the history's cumulative count ends below the
+    # total (the last check comes after the last step), decisions' counts non-decreasing
+    assert int(r.evaluations) == int(r.loss_evaluations) + int(r.gradient_evaluations)
+    assert int(r.history.evaluations[-1]) <= int(r.evaluations)
+    spent = [d.evaluations for d in r.decisions]
+    assert spent == sorted(spent) and spent[-1] == int(r.evaluations)
+    assert r.history.theta.shape[0] == int(r.steps_run) == r.decisions[-1].step
+
+
+def test_quadratic_is_one_lbfgs_phase_to_the_minimiser():
+    target = jnp.array([1.0, -2.0, 3.0])
+    r = diffsim.optimize(lambda t: jnp.sum((t - target) ** 2), jnp.zeros(3), key=KEY)
+    np.testing.assert_allclose(np.asarray(r.theta), np.asarray(target), atol=1e-9)
+    assert [d.method for d in r.decisions][0] == "lbfgs"
+    assert r.decisions[-1].method == "stop"
+
+
+def test_budget_too_small_for_one_decision_is_refused_up_front():
+    with pytest.raises(ValueError, match=r"budget must leave room for one decision.*got 5"):
+        diffsim.optimize(lambda t: jnp.sum(t**2), jnp.ones(2), key=KEY, budget=5)
+
+
+def test_method_with_an_estimator_is_refused():
+    from diffsim.estimators import Exact
+
+    with pytest.raises(ValueError, match="method is the default optimize's strategy"):
+        diffsim.optimize(lambda t: t**2, jnp.asarray(1.0), Exact(), key=KEY,
+                         method=diffsim.Decide())  # fmt: skip
+
+
+def test_decide_options_are_checked():
+    with pytest.raises(ValueError, match="phase_steps"):
+        diffsim.Decide(phase_steps=0)
+    with pytest.raises(ValueError, match="step_in_sigma"):
+        diffsim.Decide(step_in_sigma=float("nan"))

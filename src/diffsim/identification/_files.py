@@ -101,29 +101,10 @@ def load_recording(
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise ValueError(f"recording file {path!r} not found")
-    cols: dict[str, np.ndarray] = {}
     if path.endswith(".npz"):
-        with np.load(path) as f:
-            cols = {k: np.asarray(f[k], dtype=float) for k in f.files}
-        cols = {k: (v[:, None] if v.ndim == 1 and k != "time" else v) for k, v in cols.items()}
+        cols = _read_npz(path)
     elif path.endswith(".csv"):
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
-        if len(rows) < 3:
-            raise ValueError(f"recording file {path!r}: a header and at least two rows needed")
-        header = [h.strip().lstrip("# ") for h in rows[0]]
-        try:
-            data = np.array([[float(c) if c.strip() else np.nan for c in r] for r in rows[1:]])
-        except ValueError as err:
-            raise ValueError(f"recording file {path!r}: {err}") from None
-        if data.ndim != 2 or data.shape[1] != len(header):
-            raise ValueError(f"recording file {path!r}: every row needs {len(header)} cells")
-        groups: dict[str, list[int]] = {}
-        for j, h in enumerate(header):
-            groups.setdefault(re.sub(r"_\d+$", "", h), []).append(j)
-        cols = {k: data[:, idx] for k, idx in groups.items()}
-        if "time" in cols:
-            cols["time"] = cols["time"][:, 0]
+        cols = _read_csv(path)
     else:
         raise ValueError(f"recording file must end in .npz or .csv, got {path!r}")
     for need in ("time", "qpos"):
@@ -144,7 +125,8 @@ def load_recording(
             f"recording file {path!r}: unknown columns {', '.join(sorted(unknown))}; accepted: "
             f"time, ctrl, {', '.join(FILE_SIGNALS)}"
         )
-    present = [k for k in FILE_SIGNALS if k in cols]
+    # a signal with no columns (sensordata of a model without sensors) gives no residual
+    present = [k for k in FILE_SIGNALS if k in cols and cols[k].shape[1] > 0]
     chosen = list(signals) if signals is not None else present
     for k in chosen:
         if k not in cols:
@@ -162,3 +144,97 @@ def load_recording(
         None,
         t,
     )
+
+
+def _real(path: str, name: str, value: Any) -> np.ndarray:
+    """A column as a float array: real numbers only (complex, text and objects refused)."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(
+            f"recording file {path!r}: {name!r} must hold real numbers, got dtype {arr.dtype}"
+        )
+    return arr.astype(float)
+
+
+def _read_npz(path: str) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` recording: time 1-d, every other 1-d (one column) or 2-d."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except Exception as err:  # a truncated or non-zip file: zipfile's and numpy's errors
+        raise ValueError(f"recording file {path!r} is not a readable .npz ({err})") from None
+    if isinstance(loaded, np.ndarray):
+        raise ValueError(f"recording file {path!r} is a single .npy array, not an .npz")
+    try:
+        with loaded as f:
+            raw = {k: f[k] for k in f.files}
+    except Exception as err:  # a truncated or non-zip file: zipfile's and numpy's errors
+        raise ValueError(f"recording file {path!r} is not a readable .npz ({err})") from None
+    if not raw:
+        raise ValueError(f"recording file {path!r} holds no arrays (time and qpos needed)")
+    cols = {}
+    for k, v in raw.items():
+        arr = _real(path, k, v)
+        if arr.ndim not in (1, 2) or (k == "time" and arr.ndim != 1):
+            want = "1-d" if k == "time" else "1-d or 2-d (rows, columns)"
+            raise ValueError(
+                f"recording file {path!r}: {k!r} must be {want}, got shape {arr.shape}"
+            )
+        cols[k] = arr[:, None] if arr.ndim == 1 and k != "time" else arr
+    return cols
+
+
+def _read_csv(path: str) -> dict[str, np.ndarray]:
+    """The columns of a ``.csv`` recording, grouped by name and ordered by their ``_i``
+    index: ``qpos_0, qpos_1, ...`` in any order; a name alone is one column. Duplicate
+    names, gaps in the indices and a name both alone and indexed are refused."""
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except UnicodeDecodeError:
+        raise ValueError(f"recording file {path!r} is not UTF-8 text (a CSV is needed)") from None
+    except csv.Error as err:
+        raise ValueError(f"recording file {path!r}: {err} (a CSV of numbers is needed)") from None
+    if len(rows) < 3:
+        raise ValueError(f"recording file {path!r}: a header and at least two rows needed")
+    header = [h.strip().lstrip("# ") for h in rows[0]]
+    try:
+        data = np.array([[float(c) if c.strip() else np.nan for c in r] for r in rows[1:]])
+    except ValueError as err:
+        raise ValueError(f"recording file {path!r}: {err}") from None
+    if data.ndim != 2 or data.shape[1] != len(header):
+        raise ValueError(f"recording file {path!r}: every row needs {len(header)} cells")
+    return {name: data[:, idx] if name != "time" else data[:, idx[0]]
+            for name, idx in _column_groups(path, header).items()}  # fmt: skip
+
+
+def _column_groups(path: str, header: list[str]) -> dict[str, list[int]]:
+    """Each signal's column numbers, ordered by the ``_i`` suffix of their names."""
+    seen: dict[str, int] = {}
+    for j, h in enumerate(header):
+        if h in seen:
+            raise ValueError(f"recording file {path!r}: the column {h!r} appears twice")
+        seen[h] = j
+    groups: dict[str, dict[int, int]] = {}
+    alone: dict[str, int] = {}
+    for h, j in seen.items():
+        m = re.fullmatch(r"(.+)_(\d+)", h)
+        if m and m.group(1) != "time":
+            groups.setdefault(m.group(1), {})[int(m.group(2))] = j
+        else:
+            alone[h] = j
+    for name in set(groups) & set(alone):
+        raise ValueError(
+            f"recording file {path!r}: {name!r} is both a column and indexed columns "
+            f"({name}_0, ...); name its columns one way"
+        )
+    out = {name: [j] for name, j in alone.items()}
+    for name, by_index in groups.items():
+        want = list(range(len(by_index)))
+        if sorted(by_index) != want:
+            raise ValueError(
+                f"recording file {path!r}: the columns of {name!r} must be numbered "
+                f"{name}_0 .. {name}_{len(by_index) - 1} without gaps, got indices "
+                f"{sorted(by_index)}"
+            )
+        out[name] = [by_index[i] for i in want]
+    return out

@@ -25,12 +25,11 @@ from ._checks import (
     default_float,
     is_concrete,
 )
-from ._policy import PolicyObjective
-from ._sigma import scale_sigma, sigma_vector
+from ._sigma import scale_sigma
 from .estimators import Auto, Estimator, GradientEstimate
 from .estimators._common import check_not_empty, check_sample_memory
+from .estimators._noise import noise_for
 from .estimators.auto import decide_or_reuse, initial_plan
-from .estimators.policy import action_sigma
 
 Schedule = Callable[[Array], Array]
 """A schedule ``step -> value`` (any callable of the step index; Optax schedules work)."""
@@ -126,9 +125,7 @@ def _optimize(
     def largest_sigma(sigma: Any, theta: Any) -> Array:
         # recorded as one number: σ, or its largest component (for a policy objective, in
         # the action's units: its noise is on the actions)
-        if isinstance(loss, PolicyObjective):
-            return jnp.max(action_sigma(sigma, loss, loss.check(theta))).astype(dtype)
-        return jnp.max(sigma_vector(sigma, theta)).astype(dtype)
+        return noise_for(loss, theta, sigma).largest_sigma(theta).astype(dtype)
 
     def loss_at(temperature: Array) -> Callable[[Any], Array]:
         if temp_schedule is None:

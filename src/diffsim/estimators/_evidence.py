@@ -32,9 +32,18 @@ from jaxtyping import Array
 
 from .._checks import check_in_range, check_positive
 from .._sharding import sample_map
-from .alpha_order import bernstein_radius, choose_alpha
+from ._choices import CHOICES as CHOICES
+from ._choices import EXACT as EXACT
+from ._choices import MIXED as MIXED
+from ._choices import NONE as NONE
+from ._choices import REASONS as REASONS
+from ._choices import ZEROTH_CHAOS as ZEROTH_CHAOS
+from ._choices import ZEROTH_DOMAIN as ZEROTH_DOMAIN
+from ._choices import ZEROTH_PLATEAU as ZEROTH_PLATEAU
+from ._choices import ZEROTH_STIFF as ZEROTH_STIFF
+from ._mixing import bernstein_radius, choose_alpha
+from ._rows import first_order_samples
 from .base import flatten_loss
-from .first_order import first_order_samples
 
 # ---------------------------------------------------------------------------------------
 # thresholds and choices
@@ -110,29 +119,6 @@ class Thresholds:
         if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
             raise ValueError(f"concentration_limit must be in (0, 1), got {share!r}")
 
-
-CHOICES: tuple[str, ...] = ("exact", "mixed", "zeroth", "zeroth", "none", "zeroth", "zeroth")
-"""The name of each choice code: what the doctor recommends and ``auto`` returns."""
-
-REASONS: tuple[str, ...] = (
-    "no flag and nothing undecided: the exact gradient agrees with every check",
-    "a jump within σ (first- and zeroth-order samples disagree), a kink at θ (the exact "
-    "gradient is one side's slope), or a statistic still undecided: first- and "
-    "zeroth-order samples mixed, the first-order share capped so "
-    "that its bias stays within the zeroth-order mean's standard error",
-    "a plateau: the exact gradient is ~0 but the loss changes within σ (widened when "
-    "nothing moved at the σ asked for): zeroth order, unbiased",
-    "stiffness: rare, huge first-order samples with heavy tails: zeroth order, whose "
-    "variance does not grow with the stiffness",
-    "the loss, its gradient or its perturbed losses are NaN or inf: no estimate",
-    "some first-order samples are NaN or inf (a gradient leaves the model's domain within "
-    "σ): zeroth order from the finite loss samples",
-    "chaos: the rollout Jacobian grows exponentially over the horizon: zeroth order, whose "
-    "variance does not grow with the Jacobian",
-)
-"""Why each choice code was taken."""
-
-EXACT, MIXED, ZEROTH_PLATEAU, ZEROTH_STIFF, NONE, ZEROTH_DOMAIN, ZEROTH_CHAOS = range(7)
 
 WIDEN = 4.0
 """σ grows by this factor per widening round when nothing moves within σ."""

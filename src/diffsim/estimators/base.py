@@ -23,6 +23,7 @@ from jaxtyping import Array, PyTree
 
 from .._checks import as_arrays, is_concrete
 from .._options import Option
+from ._choices import CHOICES
 
 Loss = Callable[[Any], Any]
 """A scalar loss ``L(θ)``: a pure JAX function of a pytree θ returning a scalar."""
@@ -175,8 +176,6 @@ class GradientEstimate(eqx.Module):
         """What :class:`~diffsim.estimators.Auto` returned, by name (``"exact"``,
         ``"mixed"``, ``"zeroth"``, ``"none"``); ``None`` for the other estimators (and for a
         stack of estimates, whose ``choice`` is an array)."""
-        from ._evidence import CHOICES
-
         code = np.asarray(self.choice)
         if code.ndim or not 0 <= int(code) < len(CHOICES):
             return None

@@ -29,7 +29,6 @@ from ._sigma import scale_sigma
 from .estimators import Auto, Estimator, GradientEstimate
 from .estimators._common import check_not_empty, check_sample_memory
 from .estimators._noise import noise_for
-from .estimators.auto import decide_or_reuse, initial_plan
 
 Schedule = Callable[[Array], Array]
 """A schedule ``step -> value`` (any callable of the step index; Optax schedules work)."""
@@ -132,10 +131,8 @@ def _optimize(
             return loss
         return lambda th: loss(th, temperature)
 
-    reuse = isinstance(estimator, Auto) and estimator.decide_every is not None
-
     def body(carry, inputs):
-        theta, opt_state, evals, plan = carry
+        theta, opt_state, evals, est_state = carry
         k, step_key = inputs
         est, sigma = estimator, jnp.asarray(jnp.nan, dtype)
         if sigma0 is not None:
@@ -153,37 +150,35 @@ def _optimize(
             temp = _positive_in_loop("temperature_schedule", temp_schedule(k), dtype)
         loss_k = loss_at(temp)
 
-        def run(theta, opt_state, evals, plan):
-            if reuse:  # decide on one step in K, reuse the chosen estimator in between
-                r, plan = decide_or_reuse(est, loss_k, theta, step_key, plan)
-            else:
-                r = est(loss_k, theta, step_key)
+        def run(theta, opt_state, evals, est_state):
+            # the estimator's own state (auto's decision, reused for ``decide_every`` steps)
+            r, est_state = est.update(loss_k, theta, step_key, est_state)
             updates, opt_state = optimizer.update(r.estimate, opt_state, theta)
             new_theta = optax.apply_updates(theta, updates)
-            return new_theta, opt_state, evals + r.num_evals, plan, r
+            return new_theta, opt_state, evals + r.num_evals, est_state, r
 
         if budget is None:
-            new_theta, opt_state, evals, plan, r = run(theta, opt_state, evals, plan)
+            new_theta, opt_state, evals, est_state, r = run(theta, opt_state, evals, est_state)
         else:
 
-            def skip(theta, opt_state, evals, plan):
+            def skip(theta, opt_state, evals, est_state):
                 # the estimate's structure from the step's abstract trace: a NaN estimate,
                 # no evaluations, and no choice (-1)
-                shape = jax.eval_shape(run, theta, opt_state, evals, plan)[-1]
+                shape = jax.eval_shape(run, theta, opt_state, evals, est_state)[-1]
                 r = jax.tree_util.tree_map(_skipped, shape)
                 r = dataclasses.replace(r, choice=jnp.full_like(r.choice, -1))
-                return theta, opt_state, evals, plan, r
+                return theta, opt_state, evals, est_state, r
 
-            new_theta, opt_state, evals, plan, r = jax.lax.cond(
-                evals < budget, run, skip, theta, opt_state, evals, plan
+            new_theta, opt_state, evals, est_state, r = jax.lax.cond(
+                evals < budget, run, skip, theta, opt_state, evals, est_state
             )
         record = (theta, jnp.asarray(loss_k(theta), dtype), r, evals, sigma, temp)
         if callback is not None:
             jax.debug.callback(callback, k + 1)
-        return (new_theta, opt_state, evals, plan), record
+        return (new_theta, opt_state, evals, est_state), record
 
     init = (theta0, optimizer.init(theta0), jnp.zeros((), jnp.int32),
-            initial_plan() if reuse else ())  # fmt: skip
+            estimator.init(theta0))  # fmt: skip
     xs = (jnp.arange(steps), jax.random.split(key, steps))
     (theta, _, evals, _), rec = jax.lax.scan(body, init, xs)
     if temp_schedule is None:

@@ -41,7 +41,7 @@ from jaxtyping import Array
 
 from .._checks import INT32_MAX, check_int
 from .._sharding import check_devices, device_mesh
-from .._sigma import DEFAULT_SIGMA, check_sigma, scale_sigma
+from .._sigma import DEFAULT_SIGMA, check_sigma, may_widen, scale_sigma
 from . import _evidence as ev
 from ._auto_parameter import sample_sizes
 from ._common import as_count, call_args, samples_field
@@ -162,10 +162,10 @@ class Auto(SmoothingEstimator):
     decide_every: int | None = eqx.field(static=True, converter=as_count, default=None)
 
     def __post_init__(self) -> None:
-        # resolved now, while σ is still the default object: inside ``jit`` an Auto is
-        # rebuilt from its leaves and the identity test below would see a copy
+        # resolved now, from the σ given: ``with_sigma`` (annealing) replaces σ by a copy
+        # that does not declare ``widen``, and keeps the widening resolved here
         if self.max_widen is None:
-            self.max_widen = ev.MAX_WIDEN if self.sigma is DEFAULT_SIGMA else 0
+            self.max_widen = ev.MAX_WIDEN if may_widen(self.sigma) else 0
 
     def __check_init__(self) -> None:
         samples_field("num_samples", self.num_samples, minimum=4)
@@ -189,7 +189,7 @@ class Auto(SmoothingEstimator):
         and 0 with a σ the user gave."""
         if self.max_widen is not None:
             return int(self.max_widen)
-        return ev.MAX_WIDEN if self.sigma is DEFAULT_SIGMA else 0
+        return ev.MAX_WIDEN if may_widen(self.sigma) else 0
 
     def with_sigma(self, sigma: Any) -> Auto:
         """This estimator at σ = ``sigma`` (inside ``jit`` too: ``optimize`` anneals it);
@@ -200,6 +200,21 @@ class Auto(SmoothingEstimator):
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=4)
         noise = noise_for(loss, theta, self.sigma)
         return noise.auto(theta, key, self, device_mesh(self.devices))
+
+    def init(self, theta: Any) -> Any:
+        """With ``decide_every``: the plan :func:`decide_or_reuse` carries (the last choice,
+        its widenings, the steps left to reuse it); else ``()``, no state."""
+        del theta
+        return () if self.decide_every is None else initial_plan()
+
+    def update(
+        self, loss: Loss, theta: Any, key: Array, state: Any
+    ) -> tuple[GradientEstimate, Any]:
+        """One step of a loop (traceable): with ``decide_every``, decide on one step in K and
+        reuse the decision in between (:func:`decide_or_reuse`); else decide every step."""
+        if self.decide_every is None:
+            return self(loss, theta, key), state
+        return decide_or_reuse(self, loss, theta, key, state)
 
     def cost(self, dim: int) -> Cost:
         """The worst case: σ widened ``widen_rounds`` times (each round L(θ), ∇L(θ), the

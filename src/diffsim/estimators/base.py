@@ -420,6 +420,31 @@ class Estimator(eqx.Module):
         policy objective reports its own counts in its result)."""
         raise NotImplementedError
 
+    def init(self, theta: Any) -> Any:
+        """The state a loop carries from one call to the next (Optax style: ``state =
+        estimator.init(θ₀)``, then ``estimate, state = estimator.update(loss, θ, key,
+        state)`` each step); ``()`` for an estimator without state (the default)."""
+        del theta
+        return ()
+
+    def update(
+        self, loss: Loss, theta: Any, key: Array, state: Any
+    ) -> tuple[GradientEstimate, Any]:
+        """One step of a loop that carries state (traceable): the estimate and the next
+        state. Without state (the default): ``estimator(loss, theta, key)``, and ``state``
+        as it was.
+
+        Example:
+            >>> import jax, jax.numpy as jnp
+            >>> from diffsim.estimators import FiniteDifference
+            >>> est = FiniteDifference()
+            >>> state = est.init(jnp.asarray(1.0))
+            >>> r, state = est.update(jnp.sin, jnp.asarray(1.0), jax.random.PRNGKey(0), state)
+            >>> state, round(float(r.estimate), 4)
+            ((), 0.5403)
+        """
+        return self(loss, theta, key), state
+
     @classmethod
     def takes(cls, option: str) -> bool:
         """Whether the constructor takes ``option`` (one of :attr:`options`)."""

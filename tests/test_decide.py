@@ -42,7 +42,7 @@ def test_quadratic_is_one_lbfgs_phase_to_the_minimiser():
     target = jnp.array([1.0, -2.0, 3.0])
     r = diffsim.optimize(lambda t: jnp.sum((t - target) ** 2), jnp.zeros(3), key=KEY)
     np.testing.assert_allclose(np.asarray(r.theta), np.asarray(target), atol=1e-9)
-    assert [d.method for d in r.decisions][0] == "lbfgs"
+    assert r.decisions[0].method == "lbfgs"
     assert r.decisions[-1].method == "stop"
 
 

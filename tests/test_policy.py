@@ -166,7 +166,7 @@ def test_same_key_same_numbers_and_a_new_key_new_samples():
 
 def test_sigma_forms_in_the_actions_units():
     obj = lq(action_scale=2.0)
-    from diffsim.estimators.policy import action_sigma
+    from diffsim.estimators._rows import action_sigma
 
     assert float(action_sigma(diffsim.Relative(0.1), obj, (1,))[0]) == pytest.approx(0.2)
     assert float(action_sigma(0.3, obj, (1,))[0]) == pytest.approx(0.3)

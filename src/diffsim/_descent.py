@@ -70,8 +70,8 @@ class Descent(eqx.Module):
     deterministic: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def init(self, loss: Any, theta: Any) -> Any:
-        """The method's state at θ₀."""
+    def init(self, loss: Any, estimator: Estimator, theta: Any) -> Any:
+        """The method's state at θ₀ (the estimator's own state included, if it has one)."""
 
     @abc.abstractmethod
     def step(self, loss: Any, estimator: Estimator, theta: Any, state: Any, key: Array
@@ -99,21 +99,24 @@ class EstimatorDescent(Descent):
         >>> from diffsim.estimators import Exact
         >>> d = EstimatorDescent(optax.sgd(0.25))
         >>> loss = lambda t: (t - 2.0) ** 2
-        >>> out = d.step(loss, Exact(), jnp.asarray(0.0), d.init(loss, jnp.asarray(0.0)),
-        ...              jax.random.PRNGKey(0))
+        >>> state = d.init(loss, Exact(), jnp.asarray(0.0))
+        >>> out = d.step(loss, Exact(), jnp.asarray(0.0), state, jax.random.PRNGKey(0))
         >>> float(out.theta), int(out.grad_evals)
         (1.0, 1)
     """
 
     optimizer: optax.GradientTransformation
 
-    def init(self, loss: Any, theta: Any) -> Any:
-        return self.optimizer.init(theta)
+    def init(self, loss: Any, estimator: Estimator, theta: Any) -> Any:
+        return self.optimizer.init(theta), estimator.init(theta)
 
     def step(self, loss, estimator, theta, state, key):
-        r = estimator(loss, theta, key)
-        updates, state = self.optimizer.update(r.estimate, state, theta)
+        opt_state, est_state = state
+        # the estimator's own state: auto's decision, reused for ``decide_every`` steps
+        r, est_state = estimator.update(loss, theta, key, est_state)
+        updates, opt_state = self.optimizer.update(r.estimate, opt_state, theta)
         new = optax.apply_updates(theta, updates)
+        state = opt_state, est_state
         false = jnp.zeros((), bool)
         return DescentStep(new, state, r, _int(r.num_loss_evals), _int(r.num_grad_evals),
                            false, false)  # fmt: skip
@@ -139,7 +142,8 @@ class LineSearchDescent(Descent):
         >>> d = LineSearchDescent(optax.lbfgs())
         >>> loss = lambda t: jnp.sum((t - 2.0) ** 2)
         >>> theta = jnp.zeros(2)
-        >>> out = d.step(loss, Exact(), theta, d.init(loss, theta), jax.random.PRNGKey(0))
+        >>> out = d.step(loss, Exact(), theta, d.init(loss, Exact(), theta),
+        ...              jax.random.PRNGKey(0))
         >>> # L-BFGS's first step has length 1 along −∇L; one evaluation at θ₀, one trial
         >>> [round(v, 6) for v in out.theta.tolist()], int(out.grad_evals)
         ([0.707107, 0.707107], 2)
@@ -149,7 +153,7 @@ class LineSearchDescent(Descent):
     ftol: float = 0.0
     deterministic: ClassVar[bool] = True
 
-    def init(self, loss, theta):
+    def init(self, loss, estimator, theta):
         return self.optimizer.init(theta)
 
     def step(self, loss, estimator, theta, state, key):
@@ -198,7 +202,7 @@ class OptimistixDescent(Descent):
         >>> from diffsim.estimators import Exact
         >>> d = OptimistixDescent(optx.BFGS(rtol=1e-8, atol=1e-8))
         >>> loss = lambda t: jnp.sum((t - 2.0) ** 2)
-        >>> theta, state = jnp.zeros(2), d.init(loss, jnp.zeros(2))
+        >>> theta, state = jnp.zeros(2), d.init(loss, Exact(), jnp.zeros(2))
         >>> for k in range(6):
         ...     out = d.step(loss, Exact(), theta, state, jax.random.PRNGKey(0))
         ...     theta, state = out.theta, out.state
@@ -213,7 +217,7 @@ class OptimistixDescent(Descent):
     def _fn(loss):
         return lambda y, args: (loss(y), None)
 
-    def init(self, loss, theta):
+    def init(self, loss, estimator, theta):
         leaves = jax.tree_util.tree_leaves(theta)
         f_struct = jax.ShapeDtypeStruct((), jnp.result_type(*leaves))
         return self.solver.init(self._fn(loss), theta, None, {}, f_struct, None, frozenset())

@@ -27,12 +27,10 @@ from ._checks import (
 )
 from ._decide import Decide, concat_histories, decide_and_descend, smallest_budget
 from ._descent import EstimatorDescent, descent_for, is_minimiser, needs_value_fn
-from ._policy import PolicyObjective
-from ._sigma import scale_sigma, sigma_vector
+from ._sigma import scale_sigma
 from .estimators import Auto, Estimator, Exact, GradientEstimate
 from .estimators._common import check_not_empty, check_sample_memory
-from .estimators.auto import decide_or_reuse, initial_plan
-from .estimators.policy import action_sigma
+from .estimators._noise import noise_for
 
 Schedule = Callable[[Array], Array]
 """A schedule ``step -> value`` (any callable of the step index; Optax schedules work)."""
@@ -150,17 +148,13 @@ def _optimize(
     def largest_sigma(sigma: Any, theta: Any) -> Array:
         # recorded as one number: σ, or its largest component (for a policy objective, in
         # the action's units: its noise is on the actions)
-        if isinstance(loss, PolicyObjective):
-            return jnp.max(action_sigma(sigma, loss, loss.check(theta))).astype(dtype)
-        return jnp.max(sigma_vector(sigma, theta)).astype(dtype)
+        return noise_for(loss, theta, sigma).largest_sigma(theta).astype(dtype)
 
     def loss_at(temperature: Array) -> Callable[[Any], Array]:
         if temp_schedule is None:
             return loss
         return lambda th: loss(th, temperature)
 
-    reuse = (isinstance(estimator, Auto) and estimator.decide_every is not None
-             and isinstance(descent, EstimatorDescent))  # fmt: skip
     none = jnp.asarray(-1, jnp.int32)
 
     def body(carry, inputs):
@@ -183,19 +177,12 @@ def _optimize(
         loss_k = loss_at(temp)
 
         def run(theta, opt_state, counts, plan, stops):
-            if reuse and isinstance(descent, EstimatorDescent):
-                # decide on one step in K, reuse the chosen estimator in between
-                r, plan = decide_or_reuse(est, loss_k, theta, step_key, plan)
-                updates, opt_state = descent.optimizer.update(r.estimate, opt_state, theta)
-                theta = optax.apply_updates(theta, updates)
-                spent = (r.num_loss_evals, r.num_grad_evals)
-            else:
-                out = descent.step(loss_k, est, theta, opt_state, step_key)
-                theta, opt_state, r = out.theta, out.state, out.estimate
-                spent = (out.loss_evals, out.grad_evals)
-                at = jnp.asarray(k, jnp.int32)
-                stops = (stops[0] | out.done,
-                         jnp.where((stops[1] < 0) & out.rejected, at, stops[1]))  # fmt: skip
+            out = descent.step(loss_k, est, theta, opt_state, step_key)
+            theta, opt_state, r = out.theta, out.state, out.estimate
+            spent = (out.loss_evals, out.grad_evals)
+            at = jnp.asarray(k, jnp.int32)
+            stops = (stops[0] | out.done,
+                     jnp.where((stops[1] < 0) & out.rejected, at, stops[1]))  # fmt: skip
             ran = jnp.asarray(spent[0] + spent[1] > 0, jnp.int32)
             counts = tuple(
                 c + jnp.asarray(n, jnp.int32) for c, n in zip((*counts, 0), (*spent, ran))
@@ -229,8 +216,8 @@ def _optimize(
 
     zero = jnp.zeros((), jnp.int32)
     temp0 = jnp.asarray(jnp.nan, dtype) if temp_schedule is None else temp_schedule(0)
-    init = (theta0, descent.init(loss_at(temp0), theta0), (zero, zero, zero),
-            initial_plan() if reuse else (), (jnp.zeros((), bool), none))  # fmt: skip
+    init = (theta0, descent.init(loss_at(temp0), estimator, theta0), (zero, zero, zero),
+            (), (jnp.zeros((), bool), none))  # fmt: skip
     xs = (jnp.arange(steps), jax.random.split(key, steps))
     (theta, _, counts, _, stops), rec = jax.lax.scan(body, init, xs)
     if temp_schedule is None:

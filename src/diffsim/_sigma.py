@@ -94,6 +94,10 @@ class Relative(eqx.Module):
 
     scale: Any = eqx.field(converter=lambda v: _field("scale", v), default=0.05)
     floor: Any = eqx.field(converter=lambda v: _field("floor", v), default=None)
+    widen: bool = eqx.field(static=True, default=False)
+    """Whether the tools may widen this σ ×4 while nothing moves within it (the doctor and
+    :class:`~diffsim.estimators.Auto`): declared by :data:`DEFAULT_SIGMA` only — a σ the
+    user gives wins (and ``widened`` / ``scale_sigma`` copies do not carry it)."""
 
     def resolve(self, x: Array) -> Array:
         """The per-component σ at raveled θ ``x``."""
@@ -109,9 +113,23 @@ class Relative(eqx.Module):
         return scale * jnp.maximum(mags, floor)
 
 
-DEFAULT_SIGMA = Relative(0.05)
+DEFAULT_SIGMA = Relative(0.05, widen=True)
 """The default σ of every smoothing estimator, ``auto``, the doctor, the CLI and the page:
-5 % of each component's magnitude, a component at 0 taking the smallest non-zero |θ_i|."""
+5 % of each component's magnitude, a component at 0 taking the smallest non-zero |θ_i|; the
+one σ the doctor and ``auto`` may widen (``widen``)."""
+
+
+def may_widen(sigma: Any) -> bool:
+    """Whether ``sigma`` declares that the tools may widen it (:attr:`Relative.widen`: the
+    default σ); a number or a pytree, like any σ the user gives, may not.
+
+    Example:
+        >>> from diffsim import DEFAULT_SIGMA, Relative
+        >>> from diffsim._sigma import may_widen
+        >>> may_widen(DEFAULT_SIGMA), may_widen(Relative(0.05)), may_widen(0.1)
+        (True, False, False)
+    """
+    return isinstance(sigma, Relative) and sigma.widen
 
 
 def widened(sigma: Any, factor: float) -> Any:

@@ -32,6 +32,7 @@ from .._sigma import (
     check_sigma,
     describe,
     is_scalar_sigma,
+    may_widen,
     sigma_vector,
     widened,
 )
@@ -362,7 +363,7 @@ class Sampler:
         _, x, _ = flatten_loss(loss, theta)  # checks loss and θ (named) first
         self._sig, self._form = resolve_sigma(sigma, theta)
         self.sigma_spec = check_sigma("sigma", sigma) if sigma is not None else DEFAULT_SIGMA
-        self.default_sigma = sigma is None or sigma is DEFAULT_SIGMA
+        self.default_sigma = sigma is None or may_widen(sigma)
         d = x.shape[0]
         self.sigma = float(self._sig.max()) if d else 1.0
         self._scale = (self._sig / np.asarray(self.sigma, self._sig.dtype)).astype(x.dtype)

@@ -8,13 +8,15 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike
+from jaxtyping import Array
 
 from .._checks import check_bool
-from .._policy import PolicyObjective
 from .._sharding import check_devices, device_mesh
-from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
-from ._common import as_count, call_args, positive_field, samples_field, warn_resolution
+from .._sigma import DEFAULT_SIGMA, check_sigma
+from ._common import as_count, call_args, positive_field, samples_field
+from ._mixing import bernstein_radius as bernstein_radius
+from ._mixing import choose_alpha as choose_alpha
+from ._noise import Noise, noise_for
 from .base import (
     ANTITHETIC,
     NUM_SAMPLES,
@@ -24,69 +26,19 @@ from .base import (
     Loss,
     Option,
     SmoothingEstimator,
-    flatten_loss,
     make_result,
     mean_and_stats,
 )
-from .first_order import first_order_samples
-from .zeroth_order import zeroth_cost, zeroth_order_samples
-
-
-def bernstein_radius(
-    s2: ArrayLike, num_samples: int, dim: int, delta: ArrayLike, R: ArrayLike
-) -> Array:
-    r"""The paper's Bernstein radius for the ZoBG mean:
-
-    .. math:: ε = \sqrt{\frac{2 s^2 \log((d+1)/δ)}{N}} + \frac{2R}{3N}\log\frac{d+1}{δ},
-
-    with s² the ZoBG per-sample variance (trace), d the dimension of θ, δ the failure
-    probability and R a bound on ‖g_i − ḡ⁰‖.
-
-    Example:
-        >>> from diffsim.estimators import bernstein_radius
-        >>> [round(float(bernstein_radius(4.0, n, 2, 0.05, 1.0)), 3) for n in (100, 400)]
-        [0.6, 0.293]
-    """
-    log_term = jnp.log((dim + 1) / delta)
-    return jnp.sqrt(2 * s2 * log_term / num_samples) + 2 * R / (3 * num_samples) * log_term
-
-
-def choose_alpha(var0: Array, var1: Array, eps: Array, gap: Array, gamma: Array) -> Array:
-    r"""α minimising :math:`α^2 σ̂_1^2 + (1−α)^2 σ̂_0^2` subject to :math:`ε + αB ≤ γ`.
-
-    :math:`α_∞ = σ̂_0^2/(σ̂_0^2 + σ̂_1^2)`; α = 0 if ε > γ; α = α∞ if α∞ B ≤ γ − ε,
-    else (γ − ε)/B. Both variances 0 gives α∞ = 1 (FoBG is then exact).
-
-    Example:
-        >>> import jax.numpy as jnp
-        >>> from diffsim.estimators import choose_alpha
-        >>> def alpha(eps, gap):  # σ̂₀² = 4, σ̂₁² = 1, γ = 1
-        ...     args = (4.0, 1.0, eps, gap, 1.0)
-        ...     return round(float(choose_alpha(*(jnp.asarray(a) for a in args))), 3)
-        >>> alpha(0.1, 0.5)  # α∞ = 4 / (4 + 1): its bias 0.4 is within γ − ε
-        0.8
-        >>> alpha(0.1, 3.0)  # capped at (γ − ε) / B
-        0.3
-        >>> alpha(2.0, 0.5)  # ε > γ: ZoBG too uncertain to vouch for FoBG
-        0.0
-    """
-    total = var0 + var1
-    safe_total = jnp.where(total > 0, total, 1.0)
-    alpha_inf = jnp.where(total > 0, var0 / safe_total, 1.0)
-    slack = gamma - eps
-    safe_gap = jnp.where(gap > 0, gap, 1.0)
-    capped = jnp.where(alpha_inf * gap <= slack, alpha_inf, slack / safe_gap)
-    return jnp.clip(jnp.where(eps > gamma, 0.0, capped), 0.0, 1.0)
+from .zeroth_order import zeroth_cost
 
 
 @eqx.filter_jit
-def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, mesh):
-    f, x, unravel = flatten_loss(loss, theta)
-    sigma = sigma_vector(sigma, theta)
+def _alpha(noise: Noise, theta, key, num_samples, gamma, delta, R, antithetic, mesh):
     # independent sample sets: the two means must not share noise
     k0, k1 = jax.random.split(key)
-    g0, evals0 = zeroth_order_samples(f, x, sigma, k0, num_samples, antithetic, mesh)
-    g1 = first_order_samples(f, x, sigma, k1, num_samples, mesh)
+    g0, evals0 = noise.zeroth_rows(theta, k0, num_samples, antithetic, mesh)
+    g1 = noise.first_rows(theta, k1, num_samples, mesh)
+    x, unravel = noise.flat(theta)
     m0, se0, var0 = mean_and_stats(g0)
     m1, se1, var1 = mean_and_stats(g1)
     n0 = g0.shape[0]
@@ -107,7 +59,7 @@ def _alpha(loss, theta, key, sigma, num_samples, gamma, delta, R, antithetic, me
         alpha=alpha,
         epsilon=eps,
         bias_gap=gap,
-        sigma_used=jnp.max(sigma, initial=0.0),
+        sigma_used=noise.largest_sigma(theta),
         reports=AlphaOrder.reports,
     )
 
@@ -204,26 +156,9 @@ class AlphaOrder(SmoothingEstimator):
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=6)
-        if isinstance(loss, PolicyObjective):  # noise on every step's action
-            from .policy import policy_alpha, prepare
-
-            sigma = prepare(loss, theta, self.sigma)
-            return policy_alpha(loss, theta, key, sigma, self.num_samples, self.gamma,
-                                self.delta, self.R, self.antithetic,
-                                device_mesh(self.devices), self.reports)  # fmt: skip
-        warn_resolution("sigma", self.sigma, theta)
-        return _alpha(
-            loss,
-            theta,
-            key,
-            self.sigma,
-            self.num_samples,
-            self.gamma,
-            self.delta,
-            self.R,
-            self.antithetic,
-            device_mesh(self.devices),
-        )
+        noise = noise_for(loss, theta, self.sigma)
+        return _alpha(noise, theta, key, self.num_samples, self.gamma, self.delta, self.R,
+                      self.antithetic, device_mesh(self.devices))  # fmt: skip
 
     def cost(self, dim: int) -> Cost:
         """The ZoBG's and the FoBG's samples (independent sets, both held for the mix)."""

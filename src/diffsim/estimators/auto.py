@@ -31,7 +31,6 @@ ladder directions, m = 7 steps), a widened round paying it again.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 import equinox as eqx
@@ -41,12 +40,13 @@ import numpy as np
 from jaxtyping import Array
 
 from .._checks import INT32_MAX, check_int
-from .._policy import PolicyObjective
 from .._sharding import check_devices, device_mesh
-from .._sigma import DEFAULT_SIGMA, check_sigma, scale_sigma, sigma_vector
+from .._sigma import DEFAULT_SIGMA, check_sigma, may_widen, scale_sigma
 from . import _evidence as ev
-from ._common import as_count, call_args, samples_field, warn_resolution
+from ._auto_parameter import sample_sizes
+from ._common import as_count, call_args, samples_field
 from ._evidence import CHOICES, REASONS, WIDEN
+from ._noise import noise_for
 from .alpha_order import AlphaOrder
 from .base import (
     SIGMA,
@@ -56,103 +56,12 @@ from .base import (
     Loss,
     Option,
     SmoothingEstimator,
-    flatten_loss,
-    make_result,
 )
 from .exact import Exact
 from .first_order import FirstOrder
 from .zeroth_order import ZerothOrder
 
 __all__ = ["CHOICES", "REASONS", "WIDEN", "Auto", "chosen_estimator", "describe_choice"]
-
-
-def sample_sizes(num_samples: int, max_samples: int) -> tuple[int, ...]:
-    """The doctor's rounds: N, 2N, 4N, ... up to the budget (at least N)."""
-    sizes = [num_samples]
-    while 2 * sizes[-1] <= max_samples:
-        sizes.append(2 * sizes[-1])
-    return tuple(sizes)
-
-
-@eqx.filter_jit
-def _auto(loss, theta, key, sigma, num_samples, max_samples, max_widen, thresholds, mesh):
-    _, x, unravel = flatten_loss(loss, theta)
-    dt = x.dtype
-    n, d = num_samples, x.shape[0]
-    sizes = sample_sizes(n, max_samples)
-    cap = sizes[-1]
-    sig = sigma_vector(sigma, theta)
-    sbar = jnp.max(sig) if d else jnp.ones((), dt)
-    scale = sig / sbar
-    steps = jnp.asarray(np.asarray(ev.DEFAULT_REL_STEPS, float), dt)
-    empty = ev.empty_state(d, cap, steps.shape[0], ev.NUM_DIRECTIONS, dt)
-
-    def fill(state, r, start, stop):  # chunks [start, stop) of round r at σ·WIDEN^r
-        s = sbar * jnp.asarray(WIDEN, dt) ** r
-        k = ev.round_key(key, r)
-        return ev.draw(loss, theta, k, scale, s, steps, state, jnp.asarray(start),
-                       jnp.asarray(stop), n, ev.NUM_DIRECTIONS, mesh)  # fmt: skip
-
-    def evidence(state, r, size):  # the statistics of the first ``size`` samples
-        s = sbar * jnp.asarray(WIDEN, dt) ** r
-        return ev.statistics(state["fixed"], state["zeroth"][: size // 2], state["first"][:size],
-                             state["loss_changes"][:size], s, scale,
-                             state["plain"][: size // 2])  # fmt: skip
-
-    def step(c):
-        # one program for the whole procedure (``fill`` is traced once: compiling the loss's
-        # batch once, not once per round): fill round r's chunks [start, 2^i), reduce the
-        # first n·2^i samples, then widen σ while nothing moves within it (on the first
-        # batch, the doctor's rule) or double N while a statistic is undecided (the doctor's
-        # sequential test)
-        r, i, state, _, _ = c
-        stop = jnp.asarray(2, jnp.int32) ** i  # chunks: [0, 1), then [1, 2), [2, 4), ...
-        state = fill(state, r, stop // 2, stop)
-        e = jax.lax.switch(
-            i, [functools.partial(evidence, r=r, size=size) for size in sizes], state
-        )
-        widen = (i == 0) & (r < max_widen) & ev.flat_within_sigma(e)
-        more = ~widen & ev.pending(e, thresholds) & (i + 1 < len(sizes))
-        nxt = jnp.where(more, i + 1, 0).astype(jnp.int32)
-        return (r + widen.astype(jnp.int32), nxt, state, e, widen | more)
-
-    zero = jnp.asarray(0, jnp.int32)
-    placeholder = jax.eval_shape(lambda: evidence(empty, zero, n))
-    placeholder = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), placeholder)
-    rounds, _, _, e, _ = jax.lax.while_loop(
-        lambda c: c[-1], step, (zero, zero, empty, placeholder, jnp.asarray(True))
-    )
-    choice = ev.assess(e, thresholds)
-
-    finite1 = e.finite_perturbed_gradients
-    var1 = e.first_variance
-    mix = ev.mix_by_choice(
-        choice, e.zeroth_mean, e.zeroth_se, e.zeroth_variance,
-        jnp.where(finite1, e.first_mean, 0.0), jnp.where(finite1, e.first_se, 0.0), var1,
-        finite1, dt,
-    )  # fmt: skip
-    exact = choice == ev.EXACT
-    estimate = jnp.where(exact, e.grad, mix.mean)
-    se = jnp.where(exact, jnp.zeros_like(mix.se), mix.se)
-    fixed = 1 + 2 * e.fd_excess.size  # L(θ) and the ladder, per round
-    used = e.num_samples
-    return make_result(
-        unravel,
-        estimate.astype(dt),
-        se.astype(dt),
-        num_loss_evals=(fixed + n) * rounds + fixed + used,
-        num_grad_evals=(1 + n) * rounds + 1 + used,
-        variance=jnp.where(exact, 0.0, mix.variance),
-        zeroth_variance=e.zeroth_variance,
-        first_variance=var1,
-        alpha=mix.alpha,
-        bias_gap=mix.bias_gap,
-        sigma_used=e.sigma,
-        choice=choice,
-        z_gap=ev.relevant_gap(e, thresholds),
-        widenings=rounds,
-        reports=Auto.reports,
-    )
 
 
 def _thresholds(value: Any) -> ev.Thresholds:
@@ -253,10 +162,10 @@ class Auto(SmoothingEstimator):
     decide_every: int | None = eqx.field(static=True, converter=as_count, default=None)
 
     def __post_init__(self) -> None:
-        # resolved now, while σ is still the default object: inside ``jit`` an Auto is
-        # rebuilt from its leaves and the identity test below would see a copy
+        # resolved now, from the σ given: ``with_sigma`` (annealing) replaces σ by a copy
+        # that does not declare ``widen``, and keeps the widening resolved here
         if self.max_widen is None:
-            self.max_widen = ev.MAX_WIDEN if self.sigma is DEFAULT_SIGMA else 0
+            self.max_widen = ev.MAX_WIDEN if may_widen(self.sigma) else 0
 
     def __check_init__(self) -> None:
         samples_field("num_samples", self.num_samples, minimum=4)
@@ -280,7 +189,7 @@ class Auto(SmoothingEstimator):
         and 0 with a σ the user gave."""
         if self.max_widen is not None:
             return int(self.max_widen)
-        return ev.MAX_WIDEN if self.sigma is DEFAULT_SIGMA else 0
+        return ev.MAX_WIDEN if may_widen(self.sigma) else 0
 
     def with_sigma(self, sigma: Any) -> Auto:
         """This estimator at σ = ``sigma`` (inside ``jit`` too: ``optimize`` anneals it);
@@ -289,27 +198,23 @@ class Auto(SmoothingEstimator):
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=4)
-        if isinstance(loss, PolicyObjective):  # noise on every step's action
-            return self._policy(loss, theta, key)
-        warn_resolution("sigma", self.sigma, theta)
-        return _auto(
-            loss,
-            theta,
-            key,
-            self.sigma,
-            self.num_samples,
-            max(self.num_samples, self.max_samples),
-            self.widen_rounds,
-            self.thresholds,
-            device_mesh(self.devices),
-        )
+        noise = noise_for(loss, theta, self.sigma)
+        return noise.auto(theta, key, self, device_mesh(self.devices))
 
-    def _policy(self, obj: PolicyObjective, theta: Any, key: Array, decided: Any = None):
-        from .policy import policy_auto, prepare
+    def init(self, theta: Any) -> Any:
+        """With ``decide_every``: the plan :func:`decide_or_reuse` carries (the last choice,
+        its widenings, the steps left to reuse it); else ``()``, no state."""
+        del theta
+        return () if self.decide_every is None else initial_plan()
 
-        sigma = prepare(obj, theta, self.sigma)
-        return policy_auto(obj, theta, key, sigma, self.num_samples, self.thresholds,
-                           device_mesh(self.devices), self.reports, decided)  # fmt: skip
+    def update(
+        self, loss: Loss, theta: Any, key: Array, state: Any
+    ) -> tuple[GradientEstimate, Any]:
+        """One step of a loop (traceable): with ``decide_every``, decide on one step in K and
+        reuse the decision in between (:func:`decide_or_reuse`); else decide every step."""
+        if self.decide_every is None:
+            return self(loss, theta, key), state
+        return decide_or_reuse(self, loss, theta, key, state)
 
     def cost(self, dim: int) -> Cost:
         """The worst case: σ widened ``widen_rounds`` times (each round L(θ), ∇L(θ), the
@@ -371,7 +276,8 @@ def decide_or_reuse(
     The estimate reports the choice it ran, ``z_gap`` NaN on a reused step."""
     code, widened, left = plan
     every = auto.decide_every or 1
-    policy = isinstance(loss, PolicyObjective)
+    noise = noise_for(loss, theta, auto.sigma)
+    policy = not noise.noise_free_gradient
     # every branch builds its estimate with make_result (θ's leaves, int32 counts, scalars in
     # θ's float dtype); the cast drops weak types so that lax.switch sees one type — no
     # extra trace of the decision to learn its output types
@@ -390,8 +296,8 @@ def decide_or_reuse(
         def run():
             factor = jnp.asarray(WIDEN, dt) ** widened
             sigma = scale_sigma(auto.sigma, factor)
-            if isinstance(loss, PolicyObjective) and c == ev.MIXED:  # auto's own mix
-                r = auto._policy(loss, theta, key, decided=c)
+            if policy and c == ev.MIXED:  # auto's own mix
+                r = noise.auto(theta, key, auto, device_mesh(auto.devices), decided=c)
             else:
                 est = chosen_estimator(c, sigma, auto.num_samples, policy)
                 assert est is not None

@@ -23,6 +23,7 @@ from jaxtyping import Array, PyTree
 
 from .._checks import as_arrays, is_concrete
 from .._options import Option
+from ._choices import CHOICES
 
 Loss = Callable[[Any], Any]
 """A scalar loss ``L(θ)``: a pure JAX function of a pytree θ returning a scalar."""
@@ -175,8 +176,6 @@ class GradientEstimate(eqx.Module):
         """What :class:`~diffsim.estimators.Auto` returned, by name (``"exact"``,
         ``"mixed"``, ``"zeroth"``, ``"none"``); ``None`` for the other estimators (and for a
         stack of estimates, whose ``choice`` is an array)."""
-        from ._evidence import CHOICES
-
         code = np.asarray(self.choice)
         if code.ndim or not 0 <= int(code) < len(CHOICES):
             return None
@@ -420,6 +419,31 @@ class Estimator(eqx.Module):
         """What one call costs at most for θ with ``dim`` components (a plain loss of θ; a
         policy objective reports its own counts in its result)."""
         raise NotImplementedError
+
+    def init(self, theta: Any) -> Any:
+        """The state a loop carries from one call to the next (Optax style: ``state =
+        estimator.init(θ₀)``, then ``estimate, state = estimator.update(loss, θ, key,
+        state)`` each step); ``()`` for an estimator without state (the default)."""
+        del theta
+        return ()
+
+    def update(
+        self, loss: Loss, theta: Any, key: Array, state: Any
+    ) -> tuple[GradientEstimate, Any]:
+        """One step of a loop that carries state (traceable): the estimate and the next
+        state. Without state (the default): ``estimator(loss, theta, key)``, and ``state``
+        as it was.
+
+        Example:
+            >>> import jax, jax.numpy as jnp
+            >>> from diffsim.estimators import FiniteDifference
+            >>> est = FiniteDifference()
+            >>> state = est.init(jnp.asarray(1.0))
+            >>> r, state = est.update(jnp.sin, jnp.asarray(1.0), jax.random.PRNGKey(0), state)
+            >>> state, round(float(r.estimate), 4)
+            ((), 0.5403)
+        """
+        return self(loss, theta, key), state
 
     @classmethod
     def takes(cls, option: str) -> bool:

@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import equinox as eqx
-import jax
-import jax.numpy as jnp
-from jax.sharding import Mesh
 from jaxtyping import Array
 
-from .._policy import PolicyObjective
-from .._sharding import check_devices, device_mesh, sample_map
-from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
-from ._common import as_count, call_args, samples_field, warn_resolution
+from .._sharding import check_devices, device_mesh
+from .._sigma import DEFAULT_SIGMA, check_sigma
+from ._common import as_count, call_args, samples_field
+from ._noise import Noise, noise_for
+from ._rows import FORWARD_MODE_MAX_DIM as FORWARD_MODE_MAX_DIM
+from ._rows import first_order_samples as first_order_samples
 from .base import (
     NUM_SAMPLES,
     SIGMA,
@@ -21,33 +20,15 @@ from .base import (
     GradientEstimate,
     Loss,
     SmoothingEstimator,
-    flatten_loss,
     make_result,
     mean_and_stats,
 )
 
-FORWARD_MODE_MAX_DIM = 2
-"""Up to this many parameters the per-sample gradients are taken in forward mode
-(``jax.jacfwd``): d tangent passes cost less than one reverse pass, which has to store and
-replay a rollout's residuals (on ``projectile_wall``: 2.9× instead of 4.5× a forward)."""
-
-
-def first_order_samples(
-    f: Any, x: Array, sigma: Array, key: Array, num_samples: int, mesh: Mesh | None = None
-) -> Array:
-    """Per-sample FoBG gradients ``∇f(x + σ z_i)`` (rows), vmapped (over ``mesh`` when one
-    is given); forward mode for ``dim θ <= FORWARD_MODE_MAX_DIM``, reverse mode otherwise
-    (same values)."""
-    z = jax.random.normal(key, (num_samples, x.shape[0]), x.dtype)
-    grad = jax.jacfwd(f) if x.shape[0] <= FORWARD_MODE_MAX_DIM else jax.grad(f)
-    return sample_map(grad, x + jnp.asarray(sigma, x.dtype) * z, mesh)
-
 
 @eqx.filter_jit
-def _first(loss, theta, key, sigma, num_samples, mesh) -> GradientEstimate:
-    f, x, unravel = flatten_loss(loss, theta)
-    sig = sigma_vector(sigma, theta)
-    g = first_order_samples(f, x, sig, key, num_samples, mesh)
+def _first(noise: Noise, theta, key, num_samples, mesh) -> GradientEstimate:
+    g = noise.first_rows(theta, key, num_samples, mesh)
+    _, unravel = noise.flat(theta)
     mean, se, var = mean_and_stats(g)
     return make_result(
         unravel,
@@ -58,7 +39,7 @@ def _first(loss, theta, key, sigma, num_samples, mesh) -> GradientEstimate:
         variance=var,
         first_variance=var,
         alpha=1.0,
-        sigma_used=jnp.max(sig, initial=0.0),
+        sigma_used=noise.largest_sigma(theta),
         reports=FirstOrder.reports,
     )
 
@@ -118,14 +99,8 @@ class FirstOrder(SmoothingEstimator):
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=3)
-        if isinstance(loss, PolicyObjective):  # noise on every step's action
-            from .policy import policy_first, prepare
-
-            sigma = prepare(loss, theta, self.sigma)
-            mesh = device_mesh(self.devices)
-            return policy_first(loss, theta, key, sigma, self.num_samples, mesh, self.reports)
-        warn_resolution("sigma", self.sigma, theta)
-        return _first(loss, theta, key, self.sigma, self.num_samples, device_mesh(self.devices))
+        noise = noise_for(loss, theta, self.sigma)
+        return _first(noise, theta, key, self.num_samples, device_mesh(self.devices))
 
     def cost(self, dim: int) -> Cost:
         """N gradients at perturbed θ, vmapped."""

@@ -5,16 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import equinox as eqx
-import jax
-import jax.numpy as jnp
-from jax.sharding import Mesh
 from jaxtyping import Array
 
 from .._checks import check_bool
-from .._policy import PolicyObjective
-from .._sharding import check_devices, device_mesh, sample_map
-from .._sigma import DEFAULT_SIGMA, check_sigma, sigma_vector
-from ._common import as_count, call_args, samples_field, warn_resolution
+from .._sharding import check_devices, device_mesh
+from .._sigma import DEFAULT_SIGMA, check_sigma
+from ._common import as_count, call_args, samples_field
+from ._noise import Noise, noise_for
+from ._rows import zeroth_order_samples as zeroth_order_samples
 from .base import (
     ANTITHETIC,
     NUM_SAMPLES,
@@ -23,44 +21,15 @@ from .base import (
     GradientEstimate,
     Loss,
     SmoothingEstimator,
-    flatten_loss,
     make_result,
     mean_and_stats,
 )
 
 
-def zeroth_order_samples(
-    f: Any,
-    x: Array,
-    sigma: Array,
-    key: Array,
-    num_samples: int,
-    antithetic: bool,
-    mesh: Mesh | None = None,
-) -> tuple[Array, int]:
-    r"""Per-sample ZoBG gradients (rows) and the loss evaluations they cost.
-
-    Plain: ``g_i = (f(x + σ ⊙ z_i) − f(x)) z_i / σ`` with ``z_i ~ N(0, I)`` (N + 1 evals).
-    Antithetic: ``g_i = (f(x + σ ⊙ z_i) − f(x − σ ⊙ z_i)) z_i / (2σ)`` over N/2 pairs (N
-    evals). ``σ`` is a scalar or one scale per component (shape ``x.shape``): the Stein
-    identity then reads :math:`∂_i F = \mathbb E[L(x + σ ⊙ z) z_i] / σ_i`. The perturbed
-    losses are evaluated over ``mesh`` (:func:`diffsim.device_mesh`) when one is given.
-    """
-    sigma = jnp.asarray(sigma, x.dtype)
-    if antithetic:
-        z = jax.random.normal(key, (num_samples // 2, x.shape[0]), x.dtype)
-        fp, fm = sample_map(f, jnp.concatenate([x + sigma * z, x - sigma * z]), mesh).reshape(2, -1)
-        return ((fp - fm) / 2)[:, None] * z / sigma, num_samples
-    z = jax.random.normal(key, (num_samples, x.shape[0]), x.dtype)
-    fz = sample_map(f, x + sigma * z, mesh)
-    return (fz - f(x))[:, None] * z / sigma, num_samples + 1
-
-
 @eqx.filter_jit
-def _zeroth(loss, theta, key, sigma, num_samples, antithetic, mesh) -> GradientEstimate:
-    f, x, unravel = flatten_loss(loss, theta)
-    sig = sigma_vector(sigma, theta)
-    g, evals = zeroth_order_samples(f, x, sig, key, num_samples, antithetic, mesh)
+def _zeroth(noise: Noise, theta, key, num_samples, antithetic, mesh) -> GradientEstimate:
+    g, evals = noise.zeroth_rows(theta, key, num_samples, antithetic, mesh)
+    _, unravel = noise.flat(theta)
     mean, se, var = mean_and_stats(g)
     return make_result(
         unravel,
@@ -71,7 +40,7 @@ def _zeroth(loss, theta, key, sigma, num_samples, antithetic, mesh) -> GradientE
         variance=var,
         zeroth_variance=var,
         alpha=0.0,
-        sigma_used=jnp.max(sig, initial=0.0),
+        sigma_used=noise.largest_sigma(theta),
         reports=ZerothOrder.reports,
     )
 
@@ -144,16 +113,9 @@ class ZerothOrder(SmoothingEstimator):
 
     def __call__(self, loss: Loss, theta: Any, key: Array) -> GradientEstimate:
         theta = call_args(theta, key, randomized=True, num_samples=self.num_samples, copies=3)
-        if isinstance(loss, PolicyObjective):  # noise on every step's action
-            from .policy import policy_zeroth, prepare
-
-            sigma = prepare(loss, theta, self.sigma)
-            mesh = device_mesh(self.devices)
-            return policy_zeroth(loss, theta, key, sigma, self.num_samples, self.antithetic,
-                                 mesh, self.reports)  # fmt: skip
-        warn_resolution("sigma", self.sigma, theta)
+        noise = noise_for(loss, theta, self.sigma)
         mesh = device_mesh(self.devices)
-        return _zeroth(loss, theta, key, self.sigma, self.num_samples, self.antithetic, mesh)
+        return _zeroth(noise, theta, key, self.num_samples, self.antithetic, mesh)
 
     def cost(self, dim: int) -> Cost:
         """N perturbed losses, vmapped, and L(θ) unless antithetic."""

@@ -4,8 +4,10 @@ A simulator is a step ``s' = f(s, θ)``; a rollout composes it T times. diffsim 
 gradients and Jacobians through rollouts — by autodiff and by analytic per-step Jacobians
 chained forwards or backwards — and the tools to tell when they can be trusted.
 
-One flat namespace (implementation modules are private): the functions below, and the public
-sub-namespaces ``contact``, ``doctor``, ``estimators``, ``integrators`` and ``systems``. No
+One flat namespace (implementation modules are private) of what a user composes: rollouts,
+gradients and Jacobians, ``optimize``, ``diagnose``, ``identify``, the control ``Task`` s and
+their results and errors; and the public sub-namespaces ``contact``, ``doctor``,
+``estimators``, ``integrators``, ``policies``, ``sharding`` and ``systems`` for the rest. No
 exported name is also a submodule's name, so ``import diffsim.X`` always means one thing.
 """
 
@@ -15,6 +17,8 @@ from . import contact as contact
 from . import doctor as doctor
 from . import estimators as estimators
 from . import integrators as integrators
+from . import policies as policies
+from . import sharding as sharding
 from . import systems as systems
 from ._extras import EXTRAS as EXTRAS
 from ._extras import MissingExtraError as MissingExtraError
@@ -38,29 +42,17 @@ from ._jacobians import step_jacobian as step_jacobian
 from ._optimize import DivergedError as DivergedError
 from ._optimize import OptimizeHistory as OptimizeHistory
 from ._optimize import OptimizeResult as OptimizeResult
-from ._optimize import Schedule as Schedule
 from ._optimize import cosine_anneal as cosine_anneal
-from ._optimize import default_optimizer as default_optimizer
 from ._optimize import optimize as optimize
-from ._options import Option as Option
-from ._policy import PolicyObjective as PolicyObjective
-from ._policy import linear_policy as linear_policy
-from ._policy import mlp_policy as mlp_policy
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
-from ._sharding import device_mesh as device_mesh
-from ._sharding import initialize_distributed as initialize_distributed
-from ._sharding import shard_batch as shard_batch
 from ._sigma import DEFAULT_SIGMA as DEFAULT_SIGMA
 from ._sigma import Relative as Relative
 from ._sigma import sigma_vector as sigma_vector
 from ._tasks import TASKS as TASKS
 from ._tasks import Task as Task
 from .doctor import Diagnosis as Diagnosis
-from .doctor import GradCheck as GradCheck
-from .doctor import check_grad as check_grad
 from .doctor import diagnose as diagnose
-from .doctor import diagnose_rollout as diagnose_rollout
 
 try:
     __version__ = version("diffsim-jax")  # the distribution's name (PyPI's "diffsim" is another)
@@ -73,47 +65,37 @@ __all__ = [
     "TASKS",
     "Diagnosis",
     "DivergedError",
-    "GradCheck",
     "Gradient",
     "IdentifyResult",
     "MissingExtraError",
     "NotIdentifiableError",
     "OptimizeHistory",
     "OptimizeResult",
-    "Option",
     "Parameter",
-    "PolicyObjective",
     "Recording",
     "Relative",
-    "Schedule",
     "Task",
     "__version__",
     "adjoint_vjp",
-    "check_grad",
     "checkpoint_segments",
     "contact",
     "cosine_anneal",
     "default_observe",
-    "default_optimizer",
-    "device_mesh",
     "diagnose",
-    "diagnose_rollout",
     "doctor",
     "estimators",
     "forward_sensitivity",
     "identify",
-    "initialize_distributed",
     "integrators",
-    "linear_policy",
     "load_recording",
-    "mlp_policy",
     "optimize",
     "parse_parameters",
+    "policies",
     "require_extra",
     "rollout",
     "rollout_jacobian",
     "save_recording",
-    "shard_batch",
+    "sharding",
     "sigma_vector",
     "simulate_recording",
     "step_jacobian",

@@ -38,13 +38,13 @@ class Task:
         title: a short description.
         expect: the paper's qualitative result on it, in words.
         build: ``() -> (loss, theta0)``: the loss of θ (for a policy task, a
-            :class:`~diffsim.PolicyObjective`, noise on every step's action) and where
+            :class:`~diffsim.policies.PolicyObjective`, noise on every step's action) and where
             training starts.
         sigma: σ of the smoothing estimators (in θ's units, or the action's for a policy).
         num_samples: N, samples per gradient.
         steps: iterations of the experiment.
         learning_rate: a constant step of plain gradient descent (the paper's trajectory
-            optimisations), or ``None`` for :func:`~diffsim.default_optimizer`.
+            optimisations), or ``None`` for :func:`~diffsim.optimize`'s default.
         adam_rate: instead, Adam at this constant learning rate (``None``: not Adam).
         score: optional ``(loss, θ) -> number``, the task's own measure of success.
         score_name: what ``score`` measures.
@@ -174,10 +174,10 @@ def _push_task(name: str, kind: str, task: bt.SpringPush, expect: str) -> Task:
         "the pusher's force on each of T steps (N), from 0.1 N on each",
         expect,
         build,
-        sigma=bt.SIGMA,
-        num_samples=bt.NUM_SAMPLES,
-        steps=bt.PUSH_ITERATIONS,
-        learning_rate=bt.PUSH_LEARNING_RATE,
+        sigma=0.1,  # the paper's recipe (its code): σ on each u_t, N, iterations, step
+        num_samples=10,
+        steps=500,
+        learning_rate=1e-3,
     )
 
 
@@ -232,10 +232,10 @@ TASKS: dict[str, Task] = {
             "first-order descends, then degrades once the box slides off; zeroth- and "
             "alpha-order keep descending",
             _friction,
-            sigma=bt.SIGMA,
-            num_samples=bt.NUM_SAMPLES,
-            steps=bt.FRICTION_ITERATIONS,
-            learning_rate=bt.FRICTION_LEARNING_RATE,
+            sigma=0.1,  # the paper's recipe, as for pushing but 100 iterations of 1e-4
+            num_samples=10,
+            steps=100,
+            learning_rate=1e-4,
         ),
         Task(
             "tennis",

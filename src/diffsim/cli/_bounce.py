@@ -27,10 +27,10 @@ rejected (one step would jump over the approach the gradients are about)."""
 
 def _check_bounce_h(h: float, y0: float, vy0: float, e: float, g: float) -> None:
     """Reject a step that does not resolve the flight to the first impact (the library's
-    :func:`~diffsim.systems.bouncing_ball_bounce_window`)."""
-    from .. import systems
+    ``SYSTEMS["bounce"].closed_forms["bounce_window"]``)."""
+    from ..systems import SYSTEMS
 
-    t_impact = float(systems.bouncing_ball_bounce_window(y0, vy0, e, g)[0])
+    t_impact = float(SYSTEMS["bounce"].closed_forms["bounce_window"](y0, vy0, e, g)[0])
     if t_impact == math.inf:
         return  # never lands (g = 0, moving up): nothing to resolve
     if not h <= t_impact / MIN_APPROACH_STEPS:
@@ -55,6 +55,8 @@ def bounce(
     """A ball bouncing on the ground y = 0: final state after T steps and its gradients
     with respect to the initial height and velocity (compare --toi with --no-toi)."""
     from .. import systems
+
+    closed_forms = systems.SYSTEMS["bounce"].closed_forms  # the analytic flight and bounce
 
     y0, vy0, g, e = (used(n, val) for n, val in (("y0", y0), ("vy0", vy0), ("g", g), ("e", e)))
     h = check_time_step(h)
@@ -86,10 +88,10 @@ def bounce(
         "dtype": precision_name(),
     }
     t = steps * h
-    ts, t2 = (float(a) for a in systems.bouncing_ball_bounce_window(*args[:2], *args[2:]))
+    ts, t2 = (float(a) for a in closed_forms["bounce_window"](*args[:2], *args[2:]))
     if vy0 < 0 or g > 0:
         if ts <= t < t2:  # one bounce: the analytic derivative is known
-            D = systems.bouncing_ball_derivatives_closed_form(*args, t)
+            D = closed_forms["derivatives"](*args, t)
             out["closed_form_dy_final_dy0"] = float(D["dy_dy0"])
             out["closed_form_dy_final_dvy0"] = float(D["dy_dvy0"])
     inputs = f"--y0 {y0:g} --vy0 {vy0:g} --g {g:g} --e {e:g} --h {h:g} --steps {steps}"

@@ -392,7 +392,7 @@ def use_devices(devices: int | None) -> tuple[Any, int]:
     the devices JAX sees, and the error names the option and the accepted range."""
     import jax
 
-    from .. import device_mesh
+    from ..sharding import device_mesh
 
     if devices is not None:
         check_count("devices", devices, 1, DEVICES_MAX, "a device count")

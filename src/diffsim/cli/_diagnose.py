@@ -10,7 +10,7 @@ import jax
 import typer
 from rich.table import Table
 
-from ..doctor import Diagnosis, HalfStep, cost_text
+from ..doctor import Diagnosis, HalfStep
 from ..systems import SYSTEMS
 from ..systems.battery import PRESETS, battery_table, run_battery
 from ._common import (
@@ -151,7 +151,7 @@ def _run_mjcf(
 
 def _settings(system: str, flags: dict, sets: list[str]) -> dict:
     """The preset's settings: each from ``--set NAME=VALUE`` (parsed and range-checked by
-    the registry's :class:`~diffsim.Option`), else its own flag, else the
+    the registry's :class:`~diffsim.estimators.Option`), else its own flag, else the
     registry's default. A name the system does not take is an error naming its settings."""
     settings = {s.name: s for s in SYSTEMS[system].settings}
     values = {name: flags.get(name, s.default) for name, s in settings.items()}
@@ -266,7 +266,7 @@ def _print_diagnosis(d: Diagnosis, system: str) -> None:
             table.add_row(f"{f.name}?", f"undecided: {f.message}", ev)
         console.print(table)
     console.print(f"[bold]recommendation:[/] {d.recommendation}", highlight=False)
-    console.print(f"cost: {cost_text(d.evaluations)}", highlight=False)
+    console.print(f"cost: {d.cost}", highlight=False)
 
 
 @app.command("diagnose")

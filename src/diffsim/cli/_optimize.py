@@ -46,9 +46,11 @@ def optimize_cmd(
         help="Initial σ in m/s (> 0), annealed to 0.02 (default 5 % of the starting v0, "
         "the rule every estimator shares).",
     ),
-    samples: int = typer.Option(wall_study.SAMPLES, "--samples", "-n", help="Samples N (>= 2)."),
-    steps: int = typer.Option(wall_study.STEPS, "--steps", help="Iterations (>= 1)."),
-    lr: float = typer.Option(wall_study.LR, "--lr", help="Adam learning rate (> 0)."),
+    samples: int = typer.Option(
+        wall_study.RECIPE.samples, "--samples", "-n", help="Samples N (>= 2)."
+    ),
+    steps: int = typer.Option(wall_study.RECIPE.steps, "--steps", help="Iterations (>= 1)."),
+    lr: float = typer.Option(wall_study.RECIPE.lr, "--lr", help="Adam learning rate (> 0)."),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
     devices: int | None = typer.Option(None, "--devices", help=DEVICES_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),

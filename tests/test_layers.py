@@ -17,8 +17,10 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "diffsim"
 
 LAYERS: list[set[str]] = [
-    {"_types", "_checks", "_coords", "_extras", "_options", "_sharding", "_sigma"},  # foundations
-    {"_rollout", "_grad", "_jacobians", "_policy", "integrators"},  # rollouts, derivatives
+    # foundations
+    {"_types", "_checks", "_coords", "_extras", "_options", "_sharding", "sharding", "_sigma"},
+    # rollouts, derivatives
+    {"_rollout", "_grad", "_jacobians", "_policy", "policies", "integrators"},
     {"contact", "engines"},  # models: contact, engine adapters
     {"estimators"},  # gradient estimators
     {"_optimize", "doctor"},  # tools over any loss

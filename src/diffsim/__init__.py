@@ -42,8 +42,11 @@ from ._jacobians import step_jacobian as step_jacobian
 from ._optimize import DivergedError as DivergedError
 from ._optimize import OptimizeHistory as OptimizeHistory
 from ._optimize import OptimizeResult as OptimizeResult
+from ._optimize import Schedule as Schedule
 from ._optimize import cosine_anneal as cosine_anneal
+from ._optimize import default_optimizer as default_optimizer
 from ._optimize import optimize as optimize
+from ._options import Option as Option
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
 from ._sigma import DEFAULT_SIGMA as DEFAULT_SIGMA
@@ -71,9 +74,11 @@ __all__ = [
     "NotIdentifiableError",
     "OptimizeHistory",
     "OptimizeResult",
+    "Option",
     "Parameter",
     "Recording",
     "Relative",
+    "Schedule",
     "Task",
     "__version__",
     "adjoint_vjp",
@@ -81,6 +86,7 @@ __all__ = [
     "contact",
     "cosine_anneal",
     "default_observe",
+    "default_optimizer",
     "diagnose",
     "doctor",
     "estimators",

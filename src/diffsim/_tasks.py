@@ -44,7 +44,7 @@ class Task:
         num_samples: N, samples per gradient.
         steps: iterations of the experiment.
         learning_rate: a constant step of plain gradient descent (the paper's trajectory
-            optimisations), or ``None`` for :func:`~diffsim.optimize`'s default.
+            optimisations), or ``None`` for :func:`~diffsim.default_optimizer`.
         adam_rate: instead, Adam at this constant learning rate (``None``: not Adam).
         score: optional ``(loss, θ) -> number``, the task's own measure of success.
         score_name: what ``score`` measures.

@@ -172,7 +172,7 @@ def check_grad(
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from diffsim import check_grad
+        >>> from diffsim.doctor import check_grad
         >>> check_grad(lambda t: jnp.sin(t["a"]) * t["b"], {"a": 0.3, "b": 2.0}).ok
         True
         >>> check_grad(lambda t: t["a"] ** 2, {"a": 3.0}, gradient={"a": 5.0}).ok
@@ -754,7 +754,7 @@ def diagnose_rollout(
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> from diffsim import diagnose_rollout
+        >>> from diffsim.doctor import diagnose_rollout
         >>> from diffsim.systems import double_pendulum
         >>> sys = double_pendulum()
         >>> d = diagnose_rollout(sys.step, sys.s0, sys.theta, 800,

@@ -20,7 +20,7 @@ are the same (the pendulum's only constraints are those two limits).
 
 :func:`train_apg` runs ``brax.training.agents.apg.train.train`` with Brax's defaults but for
 what the task forces; the trained policy (its deterministic mode, ``ACTION_SCALE · tanh``) is
-then scored by diffsim's own rollout (:class:`~diffsim.PolicyObjective`, the adapter's
+then scored by diffsim's own rollout (:class:`~diffsim.policies.PolicyObjective`, the adapter's
 converged solve) on the objective's 16 fixed initial states and on
 :func:`~diffsim.engines.control.balanced`'s 100 held-out ones — the numbers every other row of
 the table reports.
@@ -40,8 +40,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from diffsim import TASKS, PolicyObjective
+from diffsim import TASKS
 from diffsim.engines import control
+from diffsim.policies import PolicyObjective
 
 ACTION_SCALE = 3.0
 """``ctrl = ACTION_SCALE · action``: the motor's ``ctrlrange`` is ±3."""

@@ -65,8 +65,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from diffsim import TASKS, PolicyObjective
+from diffsim import TASKS
 from diffsim.estimators import Auto, make_estimator
+from diffsim.policies import PolicyObjective
 
 NAMES = {"first": "FoBG", "zeroth": "ZoBG", "alpha": "AoBG", "auto": "auto",
          "auto-every": "auto, K", "auto-every@best": "auto, K, best's budget"}  # fmt: skip

@@ -13,7 +13,7 @@ the benchmark task (:mod:`benchmarks.task`) through the public API, as the ``dif
   (reverse mode) on the default device;
 * ``fwd-mode``: the gradient by ``diffsim.value_and_grad(one, vy0, …, batched=True,
   mode="forward")`` (no stored residuals: O(1) memory in T, what fits for N = 10⁷);
-* ``sharded``: the ``vmap`` programs over ``diffsim.shard_batch(batch, devices=local
+* ``sharded``: the ``vmap`` programs over ``diffsim.sharding.shard_batch(batch, devices=local
   devices)`` when the process sees several devices (computation follows data).
 
 It reports the median time per call (95 % interval), ball-steps per second, and how close
@@ -164,7 +164,7 @@ def _programs(n: int, steps: int, sharded: bool):
     x0, y0, vx0, vy0 = initial_state(n)
     args = tuple(jnp.asarray(a) for a in (vy0, x0, y0, vx0))
     if sharded:
-        args = diffsim.shard_batch(args, devices=jax.local_devices())
+        args = diffsim.sharding.shard_batch(args, devices=jax.local_devices())
     return one, jax.jit(loss), jax.jit(jax.value_and_grad(loss)), args
 
 

@@ -16,7 +16,7 @@ the public API, each in two configurations:
 * ``first``: ``diffsim.estimators.FirstOrder`` with the same arguments (N reverse-mode
   gradients of the rollout);
 * ``rollout``: ``jax.jit(jax.vmap(jax.value_and_grad(one_ball)))`` over N balls placed by
-  ``diffsim.shard_batch(batch, devices=D)`` (computation follows data);
+  ``diffsim.sharding.shard_batch(batch, devices=D)`` (computation follows data);
 
 with **strong** scaling (N = ``--total`` whatever D) and **weak** scaling
 (N = ``--per-device`` × D). Each round runs every (workload, scaling) pair once, in a fresh
@@ -108,7 +108,9 @@ def _build(workload: str, n: int, devices: int, steps: int):
 
         return call, compiled
     x0, y0, vx0, vy0 = initial_state(n)
-    args = diffsim.shard_batch(tuple(jnp.asarray(a) for a in (vy0, x0, y0, vx0)), devices=devices)
+    args = diffsim.sharding.shard_batch(
+        tuple(jnp.asarray(a) for a in (vy0, x0, y0, vx0)), devices=devices
+    )
     run = jax.jit(jax.vmap(jax.value_and_grad(one)))
     compiled = run.lower(*args).compile()
 

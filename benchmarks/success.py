@@ -72,7 +72,7 @@ def _descent(loss: Callable[[Any], Any], sigma_end: float) -> Callable[..., Any]
         if sigma is not None:
             start = jnp.max(diffsim.sigma_vector(sigma, theta0))
             kw["sigma_schedule"] = diffsim.cosine_anneal(
-                start, sigma_end, steps, wall_study.ANNEAL_FRACTION
+                start, sigma_end, steps, wall_study.RECIPE.anneal_fraction
             )
         return diffsim.optimize(loss, theta0, estimator, steps=steps, key=key,
                                 optimizer=wall_study.wall_optimizer(lr, steps), callback=callback,
@@ -98,10 +98,10 @@ def _wall() -> Task:
         "wall (v0 ∈ [4.5, 13.5])",
         study,
         lambda n: jnp.linspace(4.5, 13.5, n),
-        wall_study.SIGMA,
-        wall_study.SAMPLES,
-        wall_study.STEPS,
-        wall_study.LR,
+        wall_study.RECIPE.sigma,
+        wall_study.RECIPE.samples,
+        wall_study.RECIPE.steps,
+        wall_study.RECIPE.lr,
     )
 
 

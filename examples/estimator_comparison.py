@@ -119,10 +119,11 @@ def main() -> None:
     plateau = (starts > 7.67) & (starts < 9.396)
     print(f"## Wall: {len(starts)} starts in [4, 13] m/s ({plateau.sum()} on the plateau)\n")
     wall_results = {}
-    for sigma in (wall_study.SIGMA, 0.2):
+    recipe = wall_study.RECIPE
+    for sigma in (recipe.sigma, 0.2):
         res = wall(sigma, starts)
         wall_results[sigma] = res
-        print(f"σ₀ = {sigma} (annealed to {wall_study.SIGMA_END}), {wall_study.STEPS} steps\n")
+        print(f"σ₀ = {sigma} (annealed to {recipe.sigma_end}), {recipe.steps} steps\n")
         print(
             "| estimator | success (all) | success (plateau) | evaluations | evals to first hit |"
         )
@@ -157,7 +158,9 @@ def main() -> None:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     ax = axes[0]
     for name in NAMES:
-        ax.plot(starts, wall_results[wall_study.SIGMA][name]["final_v0"], "o-", ms=3, label=name)
+        ax.plot(
+            starts, wall_results[wall_study.RECIPE.sigma][name]["final_v0"], "o-", ms=3, label=name
+        )
     ax.axhline(9.905, color="k", lw=0.5)
     ax.axvspan(7.67, 9.396, color="0.9")
     ax.set(xlabel="start v0 (m/s)", ylabel="final v0 (m/s)", title="Wall: final speed (σ₀ = 0.7)")

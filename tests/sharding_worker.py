@@ -54,7 +54,7 @@ def main(mode: str) -> dict:
     from diffsim.systems import projectile_wall as pw
 
     if mode == "multi":
-        assert diffsim.initialize_distributed(), "no coordinator in the environment"
+        assert diffsim.sharding.initialize_distributed(), "no coordinator in the environment"
     out: dict = {
         "process": jax.process_index(),
         "processes": jax.process_count(),
@@ -112,7 +112,7 @@ def main(mode: str) -> dict:
     run = jax.jit(jax.vmap(jax.value_and_grad(final_y)))
     y0 = jnp.linspace(0.5, 2.0, 64)
     v1, g1 = run(y0)
-    sharded = diffsim.shard_batch(y0)
+    sharded = diffsim.sharding.shard_batch(y0)
     v4, g4 = run(sharded)
     # value_and_grad over a batch of 30 systems (padded to 32 on 4 devices), both modes
     y30 = jnp.linspace(0.5, 2.0, 30)
@@ -141,7 +141,7 @@ def main(mode: str) -> dict:
     est = diffsim.estimators.ZerothOrder(sigma=0.5, num_samples=32, devices=None)
     from diffsim.estimators.zeroth_order import _zeroth
 
-    mesh = diffsim.device_mesh(None)
+    mesh = diffsim.sharding.device_mesh(None)
     text = (
         jax.jit(lambda t, k: _zeroth(pw.loss, t, k, est.sigma, 32, False, mesh))
         .lower(theta, key)

@@ -78,7 +78,7 @@ def test_tennis_env_return_is_minus_diffsims_cost():
     @jax.jit
     def episode(key):
         def one(state, _):
-            action = diffsim.linear_policy(state.obs, theta) / scale
+            action = diffsim.policies.linear_policy(state.obs, theta) / scale
             state = env.step(state, action)
             return state, state.reward
 

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from diffsim import systems
+from diffsim.systems import _bouncing_ball as bb
 
 KEYS = ("dy_dy0", "dy_dvy0", "dy_de", "dvy_dy0", "dvy_dvy0", "dvy_de")
 
@@ -15,9 +16,9 @@ def test_closed_form_derivatives_match_autodiff_of_closed_form():
     for g in (0.0, 9.81):
         args = (jnp.asarray(1.0), jnp.asarray(-1.0), jnp.asarray(0.8))
         t = 2.0 if g == 0 else 0.6
-        D = systems.bouncing_ball_derivatives_closed_form(*args, g, t)
+        D = bb.bouncing_ball_derivatives_closed_form(*args, g, t)
         J = jax.jacfwd(
-            lambda a, b, c, g=g, t=t: jnp.stack(systems.bouncing_ball_closed_form(a, b, c, g, t)),
+            lambda a, b, c, g=g, t=t: jnp.stack(bb.bouncing_ball_closed_form(a, b, c, g, t)),
             (0, 1, 2),
         )(*args)
         for i, k in enumerate(("y0", "vy0", "e")):
@@ -33,7 +34,7 @@ def test_g0_toi_is_exact_and_naive_is_wrong(y0, vy0, e):
     assert float(yT) == pytest.approx(-e * vy0 * t - e * y0, abs=1e-9)
     toi = systems.bouncing_ball_final_state_jacobian(y0, vy0, e, 0.0, h=h, num_steps=n, toi=True)
     naive = systems.bouncing_ball_final_state_jacobian(y0, vy0, e, 0.0, h=h, num_steps=n, toi=False)
-    exact = systems.bouncing_ball_derivatives_closed_form(y0, vy0, e, 0.0, t)
+    exact = bb.bouncing_ball_derivatives_closed_form(y0, vy0, e, 0.0, t)
     for k in KEYS:
         assert float(toi[k]) == pytest.approx(float(exact[k]), abs=1e-9)
     # naive: ∂y_T/∂y0 = 0 instead of -e (a 100 % error); ∂y_T/∂vy0 = -e (T - t_k) instead of
@@ -46,11 +47,11 @@ def test_g0_toi_is_exact_and_naive_is_wrong(y0, vy0, e):
 def test_gravity_single_bounce_toi_right_naive_wrong_sign():
     y0, vy0, e, g, h, n = 1.0, -1.0, 0.8, 9.81, 1e-4, 6000
     t = n * h
-    ts, t2 = (float(a) for a in systems.bouncing_ball_bounce_window(y0, vy0, e, g))
+    ts, t2 = (float(a) for a in bb.bouncing_ball_bounce_window(y0, vy0, e, g))
     assert ts < t < t2
     toi = systems.bouncing_ball_final_state_jacobian(y0, vy0, e, g, h=h, num_steps=n, toi=True)
     naive = systems.bouncing_ball_final_state_jacobian(y0, vy0, e, g, h=h, num_steps=n, toi=False)
-    exact = systems.bouncing_ball_derivatives_closed_form(y0, vy0, e, g, t)
+    exact = bb.bouncing_ball_derivatives_closed_form(y0, vy0, e, g, t)
     for k in KEYS:  # O(h) agreement
         assert float(toi[k]) == pytest.approx(float(exact[k]), rel=2e-3, abs=2e-3), k
     # the naive gradient: ∂v_T/∂y0 = 0 instead of g(1+e)/w ≈ 3.89, and ∂v_T/∂vy0 = -e
@@ -67,7 +68,7 @@ def test_toi_error_is_first_order_in_h():
     for h in (1e-2, 1e-3):
         n = round(0.6 / h)
         toi = systems.bouncing_ball_final_state_jacobian(y0, vy0, e, g, h=h, num_steps=n, toi=True)
-        exact = systems.bouncing_ball_derivatives_closed_form(y0, vy0, e, g, n * h)
+        exact = bb.bouncing_ball_derivatives_closed_form(y0, vy0, e, g, n * h)
         errs.append(max(abs(float(toi[k] - exact[k])) for k in KEYS))
     assert errs[1] < 0.2 * errs[0]
 

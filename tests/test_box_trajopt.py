@@ -24,7 +24,7 @@ from diffsim.systems import box_trajopt as bt
 
 runner = cli_runner()
 
-Q = np.array(bt.Q_DIAG)
+Q = np.array(bt._Q_DIAG)
 
 
 def _reference_cost(u, start, goal, force):
@@ -35,9 +35,9 @@ def _reference_cost(u, start, goal, force):
     for ut in u:
         x1, x2, v1, v2 = s
         f1, f2, c = force(x1, x2, v1, v2, ut)
-        v1, v2 = c * v1 + bt.H / bt.MASS * f1, c * v2 + bt.H / bt.MASS * f2
-        s = np.array([x1 + bt.H * v1, x2 + bt.H * v2, v1, v2])
-        cost += float(np.sum(Q * (s - goal) ** 2)) + bt.R * ut**2
+        v1, v2 = c * v1 + bt._H / bt._MASS * f1, c * v2 + bt._H / bt._MASS * f2
+        s = np.array([x1 + bt._H * v1, x2 + bt._H * v2, v1, v2])
+        cost += float(np.sum(Q * (s - goal) ** 2)) + bt._R * ut**2
     return cost
 
 
@@ -50,8 +50,8 @@ def _spring(task):
 
 
 def _friction(x1, x2, v1, v2, u):
-    cap = bt.FRICTION_MU * bt.FRICTION_SLIP
-    f = -float(abs(x2 - x1) < bt.FRICTION_WIDTH) * np.clip(bt.FRICTION_MU * (v2 - v1), -cap, cap)
+    cap = bt._FRICTION_MU * bt._FRICTION_SLIP
+    f = -float(abs(x2 - x1) < bt._FRICTION_WIDTH) * np.clip(bt._FRICTION_MU * (v2 - v1), -cap, cap)
     return -f + u, f, 1.0
 
 
@@ -60,7 +60,7 @@ def test_spring_push_matches_the_papers_update(task):
     """Random forces around 1 N (the pusher reaches and pushes the box): the cost from the
     library's WithContact/PenaltySpring rollout equals the transcription to 1e-12."""
     u = 1.0 + 0.5 * np.random.default_rng(0).standard_normal(task.num_steps)
-    ref = _reference_cost(u, bt.PUSH_START, np.array(bt.PUSH_GOAL), _spring(task))
+    ref = _reference_cost(u, bt._PUSH_START, np.array(bt._PUSH_GOAL), _spring(task))
     got = float(bt.spring_push_loss(jnp.asarray(u), task))
     assert got == pytest.approx(ref, rel=1e-12)
 
@@ -70,12 +70,12 @@ def test_friction_carry_matches_the_papers_update():
     equal to the transcription to 1e-12, and the box is left behind (its final position
     differs from the pusher's by more than the width)."""
     u = np.concatenate([np.full(100, 0.05), np.full(20, 2.0), np.zeros(280)])
-    ref = _reference_cost(u, bt.FRICTION_START, np.array(bt.FRICTION_GOAL), _friction)
+    ref = _reference_cost(u, bt._FRICTION_START, np.array(bt._FRICTION_GOAL), _friction)
     got = float(bt.friction_carry_loss(jnp.asarray(u)))
     assert got == pytest.approx(ref, rel=1e-12)
     x, _ = rollout(bt.friction_carry_step(), (jnp.zeros(2), jnp.zeros(2)), {"mu": 1.8}, 400,
                    inputs=jnp.asarray(u), trajectory=False)  # fmt: skip
-    assert abs(float(x[1] - x[0])) > bt.FRICTION_WIDTH
+    assert abs(float(x[1] - x[0])) > bt._FRICTION_WIDTH
 
 
 @pytest.mark.parametrize("name", ["push-soft", "push-stiff", "friction"])

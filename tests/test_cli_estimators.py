@@ -80,7 +80,7 @@ def test_optimize_exact_stuck_and_text_output():
     # the line reports the library's run: wall_study.optimize_wall with the CLI's defaults
     r = wall_study.optimize_wall(
         8.0,
-        ZerothOrder(num_samples=wall_study.SAMPLES),
+        ZerothOrder(num_samples=wall_study.RECIPE.samples),
         key=jax.random.PRNGKey(0),
         steps=5,
     )
@@ -93,8 +93,8 @@ def test_optimize_exact_stuck_and_text_output():
     )
     assert m, res.output
     assert m[1] == f"{v:.4f}" and m[2] == f"{x:.4f}" and m[3] == f"{float(r.loss):.3g}"
-    assert int(m[4]) == int(r.evaluations) == 5 * (wall_study.SAMPLES + 1)
-    assert m[5] == ("within" if abs(x - 10.0) <= wall_study.TOLERANCE_X else "NOT within")
+    assert int(m[4]) == int(r.evaluations) == 5 * (wall_study.RECIPE.samples + 1)
+    assert m[5] == ("within" if abs(x - 10.0) <= wall_study.RECIPE.tolerance_x else "NOT within")
 
 
 @pytest.mark.parametrize(

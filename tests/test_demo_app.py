@@ -196,17 +196,17 @@ def test_optimize_is_the_clis_recipe(model):
     import jax
 
     run = model.optimize(8.0, "alpha", 1.0, 0.3)
-    est = estimator_for("alpha", 1.0, wall_study.SAMPLES)
+    est = estimator_for("alpha", 1.0, wall_study.RECIPE.samples)
     ref = wall_study.optimize_wall(8.0, est, key=jax.random.PRNGKey(0))
-    assert OPT_SAMPLES == wall_study.SAMPLES
-    assert len(run.theta) == wall_study.STEPS + 1
+    assert OPT_SAMPLES == wall_study.RECIPE.samples
+    assert len(run.theta) == wall_study.RECIPE.steps + 1
     assert run.theta[-1] == float(ref.theta)
     assert run.evaluations == int(ref.evaluations)
-    assert abs(run.final.landing_x - pw.TARGET) < wall_study.TOLERANCE_X
+    assert abs(run.final.landing_x - pw.TARGET) < wall_study.RECIPE.tolerance_x
     assert run.final.clears_wall
     # σ annealed by the CLI's schedule (diffsim.optimize.cosine_anneal)
-    sched = cosine_anneal(1.0, wall_study.SIGMA_END, wall_study.STEPS, 0.6)
-    k = np.arange(wall_study.STEPS)
+    sched = cosine_anneal(1.0, wall_study.RECIPE.sigma_end, wall_study.RECIPE.steps, 0.6)
+    k = np.arange(wall_study.RECIPE.steps)
     np.testing.assert_allclose(ref.history.sigma, sched(k), rtol=1e-12)
 
 
@@ -214,7 +214,7 @@ def test_optimize_smoothed_and_exact(model):
     exact = model.optimize(8.0, "exact", 1.0, 0.3)
     assert np.all(exact.theta == 8.0)  # the exact gradient is 0 on the plateau
     smooth = model.optimize(8.0, "smoothed", 1.0, 0.3)
-    assert abs(smooth.final.landing_x - pw.TARGET) < wall_study.TOLERANCE_X
+    assert abs(smooth.final.landing_x - pw.TARGET) < wall_study.RECIPE.tolerance_x
 
 
 def test_heavy_panels_wait_for_the_slider_to_rest():

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from conftest import cli_runner
-from diffsim import check_grad, diagnose, diagnose_rollout, rollout, rollout_jacobian, systems
+from diffsim import diagnose, rollout, rollout_jacobian, systems
 from diffsim.cli import app
-from diffsim.doctor import FLAGS, RULES, Thresholds, recommend
+from diffsim.doctor import FLAGS, RULES, Thresholds, check_grad, diagnose_rollout, recommend
 from diffsim.systems import SYSTEMS, double_pendulum
 from diffsim.systems.battery import PRESETS, battery_table, run_battery
 

@@ -29,6 +29,8 @@ NAMESPACES = {
     "diffsim.systems.pushing": "systems.md",
     "diffsim.estimators": "estimators.md",
     "diffsim.doctor": "doctor.md",
+    "diffsim.policies": "policies.md",
+    "diffsim.sharding": "sharding.md",
     "diffsim.engines": "engines.md",
     "diffsim.engines.mjx": "engines.md",
     "diffsim.engines.brax": "engines.md",

@@ -121,7 +121,7 @@ def test_open_loop_actions_zeroth_order_agrees_with_the_exact_gradient():
 
 @pytest.mark.slow
 def test_the_policy_setting_runs_on_a_brax_step():
-    """A :class:`diffsim.PolicyObjective` on an open-loop BraxStep (the per-step action, policy
+    """A :class:`diffsim.policies.PolicyObjective` on an open-loop BraxStep (the per-step action, policy
     plus noise, is the step's input). Its noise-free cost equals the closed loop that Brax runs
     itself (``wrap(policy=...)``: the action ``policy(θ, obs)`` inside the step) to 1e-12; its
     exact gradient equals central differences of that closed loop; FoBG at a tiny σ is that
@@ -136,11 +136,13 @@ def test_the_policy_setting_runs_on_a_brax_step():
     def cost(state, u):
         return state.obs[1] ** 2 + 0.1 * state.obs[0] ** 2
 
-    objective = diffsim.PolicyObjective(
-        open_loop, diffsim.linear_policy, lambda key: s0, cost=cost, horizon=horizon,
+    objective = diffsim.policies.PolicyObjective(
+        open_loop, diffsim.policies.linear_policy, lambda key: s0, cost=cost, horizon=horizon,
         params=open_loop.no_params, observe=lambda s: s.obs, num_states=1,
     )  # fmt: skip
-    closed = brax.wrap("inverted_pendulum", policy=lambda th, obs: diffsim.linear_policy(obs, th))
+    closed = brax.wrap(
+        "inverted_pendulum", policy=lambda th, obs: diffsim.policies.linear_policy(obs, th)
+    )
 
     def brax_loss(th):
         obs = diffsim.rollout(closed, s0, th, horizon).obs[:horizon]  # x_1 .. x_H

@@ -305,7 +305,7 @@ def test_cartpole_gradient_matches_float64_central_differences_and_doctor_trusts
         np.testing.assert_allclose(fwd.grad[k], g.grad[k], rtol=1e-10, atol=1e-12)
     d = diffsim.diagnose(loss, theta, KEY, num_samples=32)
     assert d.verdict == "trusted", str(d)
-    check = diffsim.check_grad(loss, theta)
+    check = diffsim.doctor.check_grad(loss, theta)
     assert check.ok, str(check)
 
 
@@ -347,7 +347,7 @@ def test_cartpole_rollout_checkpoint_jacobian_routes_and_diagnose_rollout(cartpo
     Jp, Pp = diffsim.rollout_jacobian(step, s0, th, T, inputs=ctrl, method="product")
     np.testing.assert_allclose(Ja, Jp, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(Pa, Pp, rtol=1e-8, atol=1e-10)
-    d = diffsim.diagnose_rollout(
+    d = diffsim.doctor.diagnose_rollout(
         step, s0, th, T, lambda s: s.qpos[1] ** 2, KEY, inputs=ctrl, num_samples=32
     )
     assert d.verdict == "trusted", str(d)
@@ -406,7 +406,7 @@ def test_pushing_diagnose_rollout_and_rollout_jacobian_in_contact(pushing):
     assert np.all(np.isfinite(Ja)) and np.all(np.isfinite(Pa))
     np.testing.assert_allclose(Ja, Jp, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(Pa, Pp, rtol=1e-7, atol=1e-9)
-    d = diffsim.diagnose_rollout(
+    d = diffsim.doctor.diagnose_rollout(
         step, s0, th, T, lambda s: (s.qpos[1] - 0.3) ** 2, KEY, inputs=ctrl, num_samples=32
     )
     assert d.verdict in ("trusted", "untrusted")
@@ -479,7 +479,7 @@ def test_mjx_discretization_flag_follows_opt_timestep(h, integrator, flagged):
     T = round(2.0 / h)
     s0 = step.initial_state(qvel=jnp.array([1.0]))
     th = step.theta("jnt_stiffness")
-    d = diffsim.diagnose_rollout(
+    d = diffsim.doctor.diagnose_rollout(
         step, s0, th, T, lambda s: s.qpos[0], KEY, num_samples=16, max_samples=16
     )
     assert d.measurements["time_step"] == h and d.evaluations["half_step_gradients"] == 1

@@ -23,6 +23,8 @@ import pytest
 from diffsim import rollout, systems
 from diffsim.contact import Coords, Plane, Restitution, StopDead, WithContact, locate_impact
 from diffsim.integrators import RK4, Integrator, SemiImplicitEuler, VelocityVerlet
+from diffsim.systems import _bouncing_ball as bb
+from diffsim.systems import _bouncing_ball_events as bbe
 from diffsim.systems import projectile_wall as pw
 
 G = 9.81
@@ -58,7 +60,7 @@ def _ball(
 
 def _exact(y0, vy0, e, t):
     s = jnp.stack(systems.bouncing_ball_event_driven(y0, vy0, e, G, t))
-    J = systems.bouncing_ball_event_driven_jacobian(y0, vy0, e, G, t)
+    J = bbe.bouncing_ball_event_driven_jacobian(y0, vy0, e, G, t)
     rows = [[J[f"d{q}_d{k}"] for k in KEYS] for q in ("y", "vy")]
     return s, jnp.asarray(rows)
 
@@ -76,11 +78,11 @@ def _impact_times(y0, vy0, e, n):
 
 def test_event_driven_reference_agrees_with_the_one_bounce_closed_form():
     y0, vy0, e, t = 1.0, -1.0, 0.8, 0.6  # one bounce (at 0.367 s) before t
-    ts, t2 = (float(a) for a in systems.bouncing_ball_bounce_window(y0, vy0, e, G))
+    ts, t2 = (float(a) for a in bb.bouncing_ball_bounce_window(y0, vy0, e, G))
     assert ts < t < t2
     s, J = _exact(y0, vy0, e, t)
-    one = systems.bouncing_ball_closed_form(y0, vy0, e, G, t)
-    D = systems.bouncing_ball_derivatives_closed_form(y0, vy0, e, G, t)
+    one = bb.bouncing_ball_closed_form(y0, vy0, e, G, t)
+    D = bb.bouncing_ball_derivatives_closed_form(y0, vy0, e, G, t)
     np.testing.assert_allclose(s, one, rtol=1e-13, atol=1e-14)
     for i, k in enumerate(KEYS):
         assert float(J[0, i]) == pytest.approx(float(D[f"dy_d{k}"]), rel=1e-12, abs=1e-13)

@@ -17,6 +17,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "diffsim"
 
 LAYERS: list[set[str]] = [
+    # foundations
     {
         "_types",
         "_checks",
@@ -24,10 +25,12 @@ LAYERS: list[set[str]] = [
         "_extras",
         "_options",
         "_sharding",
+        "sharding",
         "_sigma",
         "_step",
-    },  # foundations
-    {"_rollout", "_grad", "_jacobians", "_policy", "integrators"},  # rollouts, derivatives
+    },  # fmt: skip
+    # rollouts, derivatives
+    {"_rollout", "_grad", "_jacobians", "_policy", "policies", "integrators"},
     {"contact", "engines"},  # models: contact, engine adapters
     {"estimators"},  # gradient estimators
     {"_optimize", "_descent", "_decide", "doctor"},  # tools over any loss

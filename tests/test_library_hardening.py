@@ -84,7 +84,7 @@ def test_step_size_that_underflows_float32_is_refused_naming_h():
         (lambda: diffsim.step_jacobian(lambda s, p: s * p, 1e300, 1.0), "state"),
         (lambda: diffsim.value_and_grad(quad, 1e300), "theta"),
         (lambda: diffsim.optimize(quad, 1e300, Exact(), steps=2, key=KEY), "theta0"),
-        (lambda: diffsim.check_grad(quad, 1e300), "theta"),
+        (lambda: diffsim.doctor.check_grad(quad, 1e300), "theta"),
         (lambda: diffsim.diagnose(quad, 1e300, KEY), "theta"),
         (lambda: Plane.ground(height=1e300), "offset"),
         (lambda: Restitution(Plane.ground(), e=np.float64(1e300)), "e"),
@@ -184,7 +184,7 @@ def test_bouncing_ball_finding_exactly():
 
 
 def test_impact_exactly_at_the_end_of_a_step_is_resolved_in_that_step():
-    step = diffsim.systems.bouncing_ball_step(0.125, toi=True)
+    step = bb.bouncing_ball_step(0.125, toi=True)
     y, v = step((jnp.asarray(0.125), jnp.asarray(-1.0)), {"g": 0.0, "e": 0.8})
     assert float(y) == 0.0 and float(v) == pytest.approx(0.8)
 
@@ -313,10 +313,10 @@ def test_integer_theta_is_promoted_by_every_jacobian_route():
         (lambda: diffsim.systems.nonlinear_spring(m=0.0), "m"),
         (lambda: diffsim.systems.double_pendulum(angles0=(1.0, float("nan"))), "angles0"),
         (lambda: diffsim.systems.mass_spring(2, x0=[0.1, float("nan")]), "x0"),
-        (lambda: diffsim.diagnose_rollout(*_ball(), 8, lambda s: s[0], KEY, wrt="s0"), "s0"),
+        (lambda: diffsim.doctor.diagnose_rollout(*_ball(), 8, lambda s: s[0], KEY, wrt="s0"), "s0"),
         (lambda: diffsim.optimize(quad, 0.0, Exact(), steps=2, key=cast(Any, 3)), "key"),
         (lambda: ZerothOrder()(quad, 0.0, cast(Any, "key")), "key"),
-        (lambda: diffsim.check_grad(quad, 1.0, rtol=-1.0), "rtol"),
+        (lambda: diffsim.doctor.check_grad(quad, 1.0, rtol=-1.0), "rtol"),
     ],
 )
 def test_messages_name_the_users_argument(call, name):

@@ -14,8 +14,9 @@ import mujoco
 import numpy as np
 import pytest
 
-from diffsim import TASKS, PolicyObjective
+from diffsim import TASKS
 from diffsim.engines import control
+from diffsim.policies import PolicyObjective
 
 pytestmark = pytest.mark.slow
 

@@ -126,7 +126,7 @@ def test_temperature_schedule_anneals_smoothed_model():
 
 @pytest.mark.parametrize("name", ["alpha", "zeroth"])
 def test_wall_from_plateau_reaches_target(name):
-    est = make_estimator(name, sigma=wall_study.SIGMA, num_samples=wall_study.SAMPLES)
+    est = make_estimator(name, sigma=wall_study.RECIPE.sigma, num_samples=wall_study.RECIPE.samples)
     r = wall_study.optimize_wall(8.0, est, key=jax.random.PRNGKey(0))
     x = float(pw.landing_x(r.theta))
     assert abs(x - 10.0) < 0.05
@@ -176,7 +176,7 @@ def test_wall_descent_with_another_learning_rate_compiles_nothing(caplog):
     assert [r.getMessage() for r in caplog.records if "ompil" in r.getMessage()] == []
     reference = optimize(
         pw.loss, jnp.asarray(10.5), est, key=jax.random.PRNGKey(0), steps=20,
-        optimizer=optax.adam(optax.cosine_decay_schedule(0.1, 20, wall_study.LR_END_FRACTION)),
+        optimizer=optax.adam(optax.cosine_decay_schedule(0.1, 20, wall_study.RECIPE.lr_end_fraction)),
     )  # fmt: skip
     np.testing.assert_allclose(np.asarray(again.history.theta), np.asarray(reference.history.theta),
                                rtol=1e-12)  # fmt: skip

@@ -13,9 +13,9 @@ import optax
 import pytest
 
 import diffsim
-from diffsim import PolicyObjective, linear_policy, mlp_policy
 from diffsim.estimators import AlphaOrder, Auto, Exact, FirstOrder, ZerothOrder
 from diffsim.estimators.auto import decide_or_reuse
+from diffsim.policies import PolicyObjective, linear_policy, mlp_policy
 
 KEY = jax.random.PRNGKey(3)
 H = 0.1

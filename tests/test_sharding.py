@@ -105,19 +105,19 @@ def test_sharded_batched_rollouts_equal_the_one_device_ones(four_devices):
 
 def test_devices_argument_errors_name_the_argument():
     with pytest.raises(ValueError, match=r"devices must be in \[1, 1\].*device_count"):
-        diffsim.device_mesh(2)
+        diffsim.sharding.device_mesh(2)
     with pytest.raises(ValueError, match="devices must be >= 1"):
         diffsim.estimators.ZerothOrder(devices=0)
     with pytest.raises(TypeError, match="devices must be"):
         diffsim.estimators.FirstOrder(devices="gpu")
     with pytest.raises(TypeError, match="devices must be"):
         diffsim.estimators.Auto(devices=True)
-    assert diffsim.device_mesh(None) is None and diffsim.device_mesh(1) is None
+    assert diffsim.sharding.device_mesh(None) is None and diffsim.sharding.device_mesh(1) is None
     devs = jax.devices()
-    mesh = diffsim.device_mesh(devs)
+    mesh = diffsim.sharding.device_mesh(devs)
     assert mesh is not None and mesh.devices.size == 1
     x = jax.numpy.arange(3.0)
-    assert diffsim.shard_batch(x) is x  # one device: unchanged
+    assert diffsim.sharding.shard_batch(x) is x  # one device: unchanged
 
 
 def _free_port() -> int:

@@ -10,9 +10,10 @@ import jax
 import numpy as np
 import pytest
 
-from diffsim import TASKS, PolicyObjective
+from diffsim import TASKS
 from diffsim._tasks import SMOOTHING
 from diffsim.estimators._evidence import EXACT
+from diffsim.policies import PolicyObjective
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ import pytest
 from diffsim.estimators import FirstOrder, ZerothOrder
 from diffsim.systems import tennis
 
-H, E, D = tennis.H, tennis.RESTITUTION, tennis.DAMPING
-CONTACT = tennis.HALF_HEIGHT + tennis.RADIUS  # the ball's centre height at contact, level paddle
+H, E, D = tennis._H, tennis._RESTITUTION, tennis._DAMPING
+CONTACT = tennis._HALF_HEIGHT + tennis._RADIUS  # the ball's centre height at contact, level paddle
 
 
 def state(bx=0.0, by=1.0, vx=0.0, vy=-1.0, px=0.0, py=0.0, phi=0.0):
@@ -30,11 +30,11 @@ def test_ball_bounces_at_the_time_of_impact_within_the_step():
 
 
 def test_free_flight_is_damped_and_a_ball_past_the_edge_is_missed():
-    x = state(by=CONTACT + 0.5 * H, vy=-1.0, bx=tennis.HALF_WIDTH + 0.01)
+    x = state(by=CONTACT + 0.5 * H, vy=-1.0, bx=tennis._HALF_WIDTH + 0.01)
     out = tennis.tennis_step(x, None, jnp.zeros(3))
     assert float(out[1]) == pytest.approx(CONTACT + 0.5 * H - H, abs=1e-12)  # flew through
     assert float(out[3]) == pytest.approx(-D, abs=1e-12)
-    inside = tennis.tennis_step(x.at[0].set(tennis.HALF_WIDTH - 0.01), None, jnp.zeros(3))
+    inside = tennis.tennis_step(x.at[0].set(tennis._HALF_WIDTH - 0.01), None, jnp.zeros(3))
     assert float(inside[3]) > 0  # bounced
 
 
@@ -85,10 +85,10 @@ def test_the_task_objective_and_returned_balls():
     # an independent count: the noise-free rollouts, ended within the radius of the target
     states = obj.sample_states(jax.random.PRNGKey(5), 50)
     ends = np.asarray(jax.jit(jax.vmap(lambda s: obj.trajectory(theta, s)[1][-1, :2]))(states))
-    want = np.mean(np.linalg.norm(ends - np.array(tennis.TARGET), axis=1) <= 0.5)
+    want = np.mean(np.linalg.norm(ends - np.array(tennis._TARGET), axis=1) <= 0.5)
     assert float(tennis.returned(obj, theta, jax.random.PRNGKey(5), num=50)) == want
-    for est in (FirstOrder(sigma=tennis.SIGMA, num_samples=8),
-                ZerothOrder(sigma=tennis.SIGMA, num_samples=8)):  # fmt: skip
+    for est in (FirstOrder(sigma=tennis._SIGMA, num_samples=8),
+                ZerothOrder(sigma=tennis._SIGMA, num_samples=8)):  # fmt: skip
         r = est(obj, theta, jax.random.PRNGKey(0))
         assert r.estimate.shape == (3, 7) and bool(jnp.all(jnp.isfinite(r.estimate)))
 

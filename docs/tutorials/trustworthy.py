@@ -79,7 +79,7 @@ height = lambda s: s[0]  # the ball's height at T  # noqa: E731
 stiff = {}
 for k in (1e4, 1e5):
     sc = stiff_contact(k=k)
-    stiff[k] = diffsim.diagnose_rollout(sc.step, sc.s0, sc.theta, 240, height, key, wrt="s0")
+    stiff[k] = diffsim.doctor.diagnose_rollout(sc.step, sc.s0, sc.theta, 240, height, key, wrt="s0")
     print(f"k = {k:.0e}: {stiff[k].verdict:9s} flags {stiff[k].flag_names}")
 assert stiff[1e4].flag_names == () and stiff[1e5].flag_names == ("stiffness",)
 
@@ -96,7 +96,7 @@ dp = double_pendulum()
 cos_lower = lambda s: jnp.cos(s[0][1])  # noqa: E731
 chaos = {}
 for T in (50, 800):
-    chaos[T] = diffsim.diagnose_rollout(dp.step, dp.s0, dp.theta, T, cos_lower, key, wrt="s0")
+    chaos[T] = diffsim.doctor.diagnose_rollout(dp.step, dp.s0, dp.theta, T, cos_lower, key, wrt="s0")
     growth = chaos[T].measurements["jacobian_growth"]
     print(f"T = {T:3d}: {chaos[T].verdict:9s} {chaos[T].flag_names}  growth T/8 → T: {growth:.3g}×")
 assert chaos[50].flag_names == () and chaos[800].flag_names == ("chaos",)

@@ -4,10 +4,11 @@ A simulator is a step ``s' = f(s, θ)``; a rollout composes it T times. diffsim 
 gradients and Jacobians through rollouts — by autodiff and by analytic per-step Jacobians
 chained forwards or backwards — and the tools to tell when they can be trusted.
 
-One flat namespace (implementation modules are private): the functions below, and the public
-sub-namespaces ``contact``, ``doctor``, ``estimators``, ``identification``, ``integrators``
-and ``systems``. No exported name is also a submodule's name, so ``import diffsim.X`` always
-means one thing.
+One flat namespace (implementation modules are private) of what a user composes: rollouts,
+gradients and Jacobians, ``optimize``, ``diagnose``, ``identify``, the control ``Task`` s and
+their results and errors; and the public sub-namespaces ``contact``, ``doctor``,
+``estimators``, ``identification``, ``integrators``, ``policies``, ``sharding`` and ``systems`` for the rest. No
+exported name is also a submodule's name, so ``import diffsim.X`` always means one thing.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -17,6 +18,8 @@ from . import doctor as doctor
 from . import estimators as estimators
 from . import identification as identification
 from . import integrators as integrators
+from . import policies as policies
+from . import sharding as sharding
 from . import systems as systems
 from ._decide import Decide as Decide
 from ._decide import Decision as Decision
@@ -37,14 +40,8 @@ from ._optimize import cosine_anneal as cosine_anneal
 from ._optimize import default_optimizer as default_optimizer
 from ._optimize import optimize as optimize
 from ._options import Option as Option
-from ._policy import PolicyObjective as PolicyObjective
-from ._policy import linear_policy as linear_policy
-from ._policy import mlp_policy as mlp_policy
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
-from ._sharding import device_mesh as device_mesh
-from ._sharding import initialize_distributed as initialize_distributed
-from ._sharding import shard_batch as shard_batch
 from ._sigma import DEFAULT_SIGMA as DEFAULT_SIGMA
 from ._sigma import Relative as Relative
 from ._sigma import sigma_vector as sigma_vector
@@ -54,10 +51,7 @@ from ._step import as_step as as_step
 from ._tasks import TASKS as TASKS
 from ._tasks import Task as Task
 from .doctor import Diagnosis as Diagnosis
-from .doctor import GradCheck as GradCheck
-from .doctor import check_grad as check_grad
 from .doctor import diagnose as diagnose
-from .doctor import diagnose_rollout as diagnose_rollout
 from .identification import IdentifyResult as IdentifyResult
 from .identification import NotIdentifiableError as NotIdentifiableError
 from .identification import Parameter as Parameter
@@ -84,7 +78,6 @@ __all__ = [
     "Diagnosis",
     "DivergedError",
     "FunctionStep",
-    "GradCheck",
     "Gradient",
     "IdentifyResult",
     "MissingExtraError",
@@ -93,7 +86,6 @@ __all__ = [
     "OptimizeResult",
     "Option",
     "Parameter",
-    "PolicyObjective",
     "Recording",
     "Relative",
     "Schedule",
@@ -101,32 +93,27 @@ __all__ = [
     "__version__",
     "adjoint_vjp",
     "as_step",
-    "check_grad",
     "checkpoint_segments",
     "contact",
     "cosine_anneal",
     "default_observe",
     "default_optimizer",
-    "device_mesh",
     "diagnose",
-    "diagnose_rollout",
     "doctor",
     "estimators",
     "forward_sensitivity",
     "identification",
     "identify",
-    "initialize_distributed",
     "integrators",
-    "linear_policy",
     "load_recording",
-    "mlp_policy",
     "optimize",
     "parse_parameters",
+    "policies",
     "require_extra",
     "rollout",
     "rollout_jacobian",
     "save_recording",
-    "shard_batch",
+    "sharding",
     "sigma_vector",
     "simulate_recording",
     "step_jacobian",

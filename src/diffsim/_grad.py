@@ -132,7 +132,7 @@ def value_and_grad(
         batched: ``theta`` and ``args`` carry a leading axis of independent systems.
         devices: with ``batched=True``, the devices the systems are split over: ``None``
             (every device JAX sees, when there are several), a count, devices or a
-            ``jax.sharding.Mesh`` (:func:`diffsim.device_mesh`); each device computes its
+            ``jax.sharding.Mesh`` (:func:`diffsim.sharding.device_mesh`); each device computes its
             share of the systems (the residuals the mode rule weighs are per device), and
             the results (the one-device results to the last bit) stay split over the
             devices. Ignored for one system.

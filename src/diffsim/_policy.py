@@ -73,7 +73,7 @@ class PolicyObjective(eqx.Module):
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> from diffsim import PolicyObjective, linear_policy
+        >>> from diffsim.policies import PolicyObjective, linear_policy
         >>> step = lambda x, p, u: x + 0.1 * u  # a point steered by its velocity
         >>> obj = PolicyObjective(step, linear_policy, lambda key: jnp.ones(1),
         ...                       cost=lambda x, u: jnp.sum(x**2), horizon=10)
@@ -240,7 +240,7 @@ def linear_policy(obs: Array, theta: Array) -> Array:
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from diffsim import linear_policy
+        >>> from diffsim.policies import linear_policy
         >>> linear_policy(jnp.array([1.0, 2.0]), jnp.array([[1.0, 0.5]])).tolist()
         [2.0]
     """
@@ -263,7 +263,7 @@ def mlp_policy(
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> from diffsim import mlp_policy
+        >>> from diffsim.policies import mlp_policy
         >>> policy, theta0 = mlp_policy(jax.random.PRNGKey(0), 4, 2, width=8)
         >>> u = policy(jnp.ones(4), theta0)
         >>> u.shape, bool(jnp.all(jnp.abs(u) < 1.0))

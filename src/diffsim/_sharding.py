@@ -24,7 +24,7 @@ The doctor keeps every sample (its sequential test reads them on the host), so i
 are on every device.
 
 ``devices`` is accepted by the estimators, :func:`~diffsim.diagnose`,
-:func:`~diffsim.diagnose_rollout` and :func:`shard_batch`:
+:func:`~diffsim.doctor.diagnose_rollout` and :func:`shard_batch`:
 
 * ``None`` (default): every device JAX sees (``jax.devices()``: all local devices, and in a
   multi-process run started by :func:`initialize_distributed`, every process's) when there
@@ -97,8 +97,8 @@ def device_mesh(devices: Devices = None) -> Mesh | None:
             to get more on a CPU).
 
     Example:
-        >>> import diffsim
-        >>> diffsim.device_mesh(1) is None
+        >>> import diffsim.sharding
+        >>> diffsim.sharding.device_mesh(1) is None
         True
     """
     devices = check_devices(devices)
@@ -182,8 +182,8 @@ def shard_batch(tree: Any, devices: Devices = None) -> Any:
             (the message names the leaf's shape and the device count).
 
     Example:
-        >>> import jax, jax.numpy as jnp, diffsim
-        >>> y0 = diffsim.shard_batch(jnp.arange(8.0))  # unchanged on one device
+        >>> import jax, jax.numpy as jnp, diffsim.sharding
+        >>> y0 = diffsim.sharding.shard_batch(jnp.arange(8.0))  # unchanged on one device
         >>> float(jax.jit(jax.vmap(lambda y: y * 2))(y0).sum())
         56.0
     """
@@ -218,8 +218,8 @@ def initialize_distributed(**kwargs: Any) -> bool:
     no cluster, ``True`` once joined. Every process must run the same program.
 
     Example:
-        >>> import diffsim
-        >>> diffsim.initialize_distributed()  # no coordinator here: one process, a no-op
+        >>> import diffsim.sharding
+        >>> diffsim.sharding.initialize_distributed()  # no coordinator here: one process, a no-op
         False
 
     A two-process launch on one machine (each with two CPU devices), then every estimator

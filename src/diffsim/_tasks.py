@@ -38,7 +38,7 @@ class Task:
         title: a short description.
         expect: the paper's qualitative result on it, in words.
         build: ``() -> (loss, theta0)``: the loss of θ (for a policy task, a
-            :class:`~diffsim.PolicyObjective`, noise on every step's action) and where
+            :class:`~diffsim.policies.PolicyObjective`, noise on every step's action) and where
             training starts.
         sigma: σ of the smoothing estimators (in θ's units, or the action's for a policy).
         num_samples: N, samples per gradient.
@@ -174,10 +174,10 @@ def _push_task(name: str, kind: str, task: bt.SpringPush, expect: str) -> Task:
         "the pusher's force on each of T steps (N), from 0.1 N on each",
         expect,
         build,
-        sigma=bt.SIGMA,
-        num_samples=bt.NUM_SAMPLES,
-        steps=bt.PUSH_ITERATIONS,
-        learning_rate=bt.PUSH_LEARNING_RATE,
+        sigma=0.1,  # the paper's recipe (its code): σ on each u_t, N, iterations, step
+        num_samples=10,
+        steps=500,
+        learning_rate=1e-3,
     )
 
 
@@ -232,10 +232,10 @@ TASKS: dict[str, Task] = {
             "first-order descends, then degrades once the box slides off; zeroth- and "
             "alpha-order keep descending",
             _friction,
-            sigma=bt.SIGMA,
-            num_samples=bt.NUM_SAMPLES,
-            steps=bt.FRICTION_ITERATIONS,
-            learning_rate=bt.FRICTION_LEARNING_RATE,
+            sigma=0.1,  # the paper's recipe, as for pushing but 100 iterations of 1e-4
+            num_samples=10,
+            steps=100,
+            learning_rate=1e-4,
         ),
         Task(
             "tennis",

@@ -129,7 +129,8 @@ def bounce_figure(path: Path | str | None = None) -> Path:
         ...     path.name, path.read_bytes()[1:4]  # a PNG file
         ('bounce.png', b'PNG')
     """
-    from .systems import bouncing_ball_derivatives_closed_form, bouncing_ball_final_state_jacobian
+    from .systems import bouncing_ball_final_state_jacobian
+    from .systems._bouncing_ball import bouncing_ball_derivatives_closed_form
 
     plt = _plt()
     h, steps, g, e, vy0 = 1 / 60, 36, 9.81, 0.8, -1.0
@@ -208,8 +209,8 @@ def impact_convergence_data(
     For each integrator (velocity Verlet, semi-implicit Euler), impact location
     (``"substep"``, ``"linear"``) and step h: the rollout of ``round(t / h)`` steps of
     ``WithContact(integrator, Restitution(ground, toi=True, location=...))`` and its
-    forward-mode Jacobian ∂(y_T, v_T)/∂(y0, v0, e), compared with
-    :func:`~diffsim.systems.bouncing_ball_event_driven_jacobian` at the same final time.
+    forward-mode Jacobian ∂(y_T, v_T)/∂(y0, v0, e), compared with the analytic Jacobian of
+    :func:`~diffsim.systems.bouncing_ball_event_driven` at the same final time.
     Compute in float64 (``jax_enable_x64``; the CLI does) to see Verlet's round-off floor.
 
     Returns:
@@ -234,7 +235,7 @@ def impact_convergence_data(
     from ._rollout import rollout
     from .contact import Plane, Restitution, WithContact
     from .integrators import SemiImplicitEuler, VelocityVerlet
-    from .systems import bouncing_ball_event_driven_jacobian
+    from .systems._bouncing_ball_events import bouncing_ball_event_driven_jacobian
 
     # by default steps that divide t (70 to 35000 of them): every h ends at the same time
     hs = t / np.round(np.geomspace(t / 0.05, t / 1e-4, 10)) if hs is None else np.asarray(hs)

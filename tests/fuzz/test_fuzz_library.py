@@ -261,7 +261,7 @@ def test_diagnose(theta, key, sigma):
 @given(theta=pytrees, steps=st.one_of(st.just((1e-2, 1e-3)), st.lists(floats, max_size=3)))
 def test_check_grad(theta, steps):
     def call():
-        return diffsim.check_grad(quad, theta, steps=steps).ok
+        return diffsim.doctor.check_grad(quad, theta, steps=steps).ok
 
     check(call, ["theta", "steps", "atol", "rtol"], result_ok=lambda v: isinstance(v, bool))
 
@@ -272,7 +272,7 @@ BALL = systems.bouncing_ball(h=0.05)
 @given(y0=numbers, vy0=numbers, e=numbers, num_steps=ints, wrt=st.sampled_from(["theta", "s0"]))
 def test_diagnose_rollout(y0, vy0, e, num_steps, wrt):
     def call():
-        d = diffsim.diagnose_rollout(
+        d = diffsim.doctor.diagnose_rollout(
             BALL.step,
             (y0, vy0),
             {"e": e, "g": 9.81},

@@ -26,7 +26,6 @@ import dash
 import numpy as np
 from dash import Input, Output, Patch, State, ctx, html, no_update
 
-from ..doctor import cost_text
 from ..estimators import CHOICES, ESTIMATORS
 from ._figures import (
     COLORS,
@@ -223,7 +222,7 @@ class Callbacks:
             for f in d.undecided
         ]
         flags = html.Ul(items) if items else html.P("no flags: the exact gradient is trustworthy")
-        rec = f"{d.recommendation}. Cost: {cost_text(d.evaluations)}."
+        rec = f"{d.recommendation}. Cost: {d.cost}."
         return verdict, flags, rec
 
     def draw(

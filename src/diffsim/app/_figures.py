@@ -192,23 +192,17 @@ def _curve(x: Any, y: Any, name: str, hover: str, **line: Any) -> dict[str, Any]
     }
 
 
-def loss_figure(
+def _loss_curves(
     curve_v0: np.ndarray,
     curve_loss: np.ndarray,
     gaussian: np.ndarray,
     temperature: np.ndarray,
     point: Point,
-    grads: Gradients | None,
     sigma: float,
     tau: float,
-    plateau: tuple[float, float],
-    optimal_v0: float,
-    path: tuple[Sequence[float], Sequence[float]] = ((), ()),
-) -> Figure:
-    """The loss against v₀ with the plateau and the cliff marked, the Gaussian-smoothed
-    loss F_σ and the sigmoid-wall loss L_τ overlaid, the current point, each estimator's
-    slope through it, and the optimizer's path (``path``: its v₀ and loss values)."""
-    data = [
+) -> list[dict[str, Any]]:
+    """The loss, F_σ and L_τ curves and the current point (traces 0 to 3 of ``LOSS_TRACE``)."""
+    return [
         _curve(
             curve_v0,
             curve_loss,
@@ -245,6 +239,12 @@ def loss_figure(
             "hovertemplate": "v₀ = %{x:.2f}<br>loss = %{y:.2f}<extra></extra>",
         },
     ]
+
+
+def _slope_traces(point: Point, grads: Gradients | None) -> list[dict[str, Any]]:
+    """Each estimator's slope through the current point (an empty trace where it has none
+    yet: the traces keep their ``LOSS_TRACE`` positions)."""
+    data: list[dict[str, Any]] = []
     for name in ESTIMATOR_LABELS:
         xs: list[float] = []
         ys: list[float] = []
@@ -268,6 +268,12 @@ def loss_figure(
                 "showlegend": False,
             }
         )
+    return data
+
+
+def _path_traces(path: tuple[Sequence[float], Sequence[float]]) -> list[dict[str, Any]]:
+    """The optimizer's path (its v₀ and loss values) and a star at its head."""
+    data: list[dict[str, Any]] = []
     px, py = list(path[0]), list(path[1])
     data.append(
         {
@@ -292,6 +298,11 @@ def loss_figure(
             "hoverinfo": "skip",
         }
     )
+    return data
+
+
+def _loss_layout(plateau: tuple[float, float], optimal_v0: float) -> dict[str, Any]:
+    """The loss figure's axes, with the plateau shaded and the cliff and basin marked."""
     v_short, v_clear = plateau
     layout = _base_layout(420, "loss against launch speed")
     layout["shapes"] = [
@@ -327,7 +338,31 @@ def loss_figure(
         "gridcolor": "#eee",
     }
     layout["yaxis"] = {"range": [-3, 75], "title": {"text": "loss (x − 10)²"}, "gridcolor": "#eee"}
-    return {"data": data, "layout": layout}
+    return layout
+
+
+def loss_figure(
+    curve_v0: np.ndarray,
+    curve_loss: np.ndarray,
+    gaussian: np.ndarray,
+    temperature: np.ndarray,
+    point: Point,
+    grads: Gradients | None,
+    sigma: float,
+    tau: float,
+    plateau: tuple[float, float],
+    optimal_v0: float,
+    path: tuple[Sequence[float], Sequence[float]] = ((), ()),
+) -> Figure:
+    """The loss against v₀ with the plateau and the cliff marked, the Gaussian-smoothed
+    loss F_σ and the sigmoid-wall loss L_τ overlaid, the current point, each estimator's
+    slope through it, and the optimizer's path (``path``: its v₀ and loss values)."""
+    data = [
+        *_loss_curves(curve_v0, curve_loss, gaussian, temperature, point, sigma, tau),
+        *_slope_traces(point, grads),
+        *_path_traces(path),
+    ]
+    return {"data": data, "layout": _loss_layout(plateau, optimal_v0)}
 
 
 def path_frame(run: dict, frame: int, num_frames: int) -> tuple[list[float], list[float]]:

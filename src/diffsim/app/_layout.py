@@ -151,13 +151,10 @@ def _readout(label: str, id_: str, value: str) -> html.Div:
     )
 
 
-def build_layout(model: DemoModel) -> html.Div:
-    """The whole page. Readouts and figures start as placeholders; the callbacks fill them
-    from the library as soon as the page loads. The numbers in its text are ``model``'s
-    (the library's plateau bounds and optima)."""
-    v_short, v_clear = model.plateau
+def _v0_controls() -> html.Div:
+    """The v₀ slider and the v₀ box beside it."""
     marks = {v: f"{v}" for v in range(int(V0_MIN), int(V0_MAX) + 1)}
-    controls = html.Div(
+    return html.Div(
         [
             html.Div(
                 dcc.Slider(
@@ -185,7 +182,11 @@ def build_layout(model: DemoModel) -> html.Div:
         ],
         style={**_CSS["row"], "alignItems": "center"},
     )
-    readout_row = html.Div(
+
+
+def _readout_row() -> html.Div:
+    """v₀ and the article's three readouts: landing x, loss, clears wall."""
+    return html.Div(
         [
             html.Div("v₀ = …", id="v0-readout", style={**_CSS["value"], "minWidth": "190px"}),
             _readout("landing x", "landing-readout", "…"),
@@ -194,7 +195,45 @@ def build_layout(model: DemoModel) -> html.Div:
         ],
         style={**_CSS["row"], "alignItems": "center", "margin": "10px 0"},
     )
-    smoothing = html.Div(
+
+
+def _message_line() -> html.Div:
+    """Where the callbacks' one-line messages appear (one slot per source)."""
+    return html.Div(
+        [
+            html.Span(id="v0-message"),
+            html.Span(id="params-message"),
+            html.Span(id="optimize-message"),
+            html.Span(id="figure-message"),
+        ],
+        id="message",
+        role="status",
+        style=_CSS["message"],
+    )
+
+
+def _flight_and_loss_figures() -> html.Div:
+    """The flight and the loss landscape, side by side."""
+    return html.Div(
+        [
+            dcc.Graph(
+                id="flight-figure",
+                figure=empty_figure(300),
+                config={"displayModeBar": False},
+            ),
+            dcc.Graph(
+                id="loss-figure",
+                figure=empty_figure(420),
+                config={"displayModeBar": False},
+            ),
+        ],
+        style=_CSS["two"],
+    )
+
+
+def _smoothing_controls() -> html.Div:
+    """The σ and τ boxes: the smoothing of the estimators and of the wall."""
+    return html.Div(
         [
             html.Label(
                 [
@@ -219,7 +258,11 @@ def build_layout(model: DemoModel) -> html.Div:
         ],
         style={**_CSS["row"], "gap": "28px", "margin": "8px 0"},
     )
-    optimize = html.Div(
+
+
+def _optimize_panel() -> html.Div:
+    """The Optimize card: its recipe, the estimator choice, the button and the result."""
+    return html.Div(
         [
             html.H3("Optimize", style={"margin": "6px 0"}),
             html.P(
@@ -251,7 +294,31 @@ def build_layout(model: DemoModel) -> html.Div:
         ],
         style={**_CSS["card"], "background": "white"},
     )
-    doctor = html.Div(
+
+
+def _gradients_and_optimize() -> html.Div:
+    """The gradient estimates (figure and table) beside the Optimize card."""
+    return html.Div(
+        [
+            html.Div(
+                [
+                    dcc.Graph(
+                        id="gradient-figure",
+                        figure=empty_figure(300),
+                        config={"displayModeBar": False},
+                    ),
+                    html.Div(id="gradient-table"),
+                ]
+            ),
+            _optimize_panel(),
+        ],
+        style=_CSS["two"],
+    )
+
+
+def _doctor_panel() -> html.Div:
+    """The gradient doctor's verdict, flags and recommendation at v₀."""
+    return html.Div(
         [
             html.H3(
                 "Gradient doctor: can the exact gradient be trusted here?",
@@ -263,7 +330,12 @@ def build_layout(model: DemoModel) -> html.Div:
         ],
         id="doctor",
     )
-    words = html.Div(
+
+
+def _explanation(model: DemoModel) -> html.Div:
+    """What the page shows, in words, with ``model``'s numbers (plateau bounds and optima)."""
+    v_short, v_clear = model.plateau
+    return html.Div(
         [
             html.H3("What you are seeing", style={"margin": "14px 0 4px"}),
             html.P(
@@ -302,6 +374,28 @@ def build_layout(model: DemoModel) -> html.Div:
             concept_links(),
         ]
     )
+
+
+def _stores() -> list[Any]:
+    """The page's state between callbacks (stores) and its timers (intervals)."""
+    return [
+        dcc.Store(id="v0-store", data={"v0": V0_DEFAULT}),
+        # v₀ where the slider rests (REST_MS after the last move): the heavy panels
+        # follow this one, so a moving slider only costs the readouts
+        dcc.Store(id="v0-rest-store", data={"v0": V0_DEFAULT}),
+        dcc.Store(id="params-store", data={"sigma": SIGMA_DEFAULT, "tau": TAU_DEFAULT}),
+        dcc.Store(id="optimize-store", data=None),
+        dcc.Store(id="drawn-store", data=None),
+        dcc.Store(id="ready-store", data={"gradients": False, "doctor": False, "optimize": False}),
+        dcc.Interval(id="ready-poll", interval=400, disabled=False),
+        dcc.Interval(id="optimize-interval", interval=40, disabled=True, n_intervals=0),
+    ]
+
+
+def build_layout(model: DemoModel) -> html.Div:
+    """The whole page. Readouts and figures start as placeholders; the callbacks fill them
+    from the library as soon as the page loads. The numbers in its text are ``model``'s
+    (the library's plateau bounds and optima)."""
     return html.Div(
         [
             html.H2("A loss landscape with a contact cliff", style={"marginBottom": "2px"}),
@@ -312,65 +406,15 @@ def build_layout(model: DemoModel) -> html.Div:
                 "distance (x − 10)².",
                 style={"marginTop": "2px"},
             ),
-            controls,
-            readout_row,
-            html.Div(
-                [
-                    html.Span(id="v0-message"),
-                    html.Span(id="params-message"),
-                    html.Span(id="optimize-message"),
-                    html.Span(id="figure-message"),
-                ],
-                id="message",
-                role="status",
-                style=_CSS["message"],
-            ),
-            html.Div(
-                [
-                    dcc.Graph(
-                        id="flight-figure",
-                        figure=empty_figure(300),
-                        config={"displayModeBar": False},
-                    ),
-                    dcc.Graph(
-                        id="loss-figure",
-                        figure=empty_figure(420),
-                        config={"displayModeBar": False},
-                    ),
-                ],
-                style=_CSS["two"],
-            ),
-            smoothing,
-            html.Div(
-                [
-                    html.Div(
-                        [
-                            dcc.Graph(
-                                id="gradient-figure",
-                                figure=empty_figure(300),
-                                config={"displayModeBar": False},
-                            ),
-                            html.Div(id="gradient-table"),
-                        ]
-                    ),
-                    optimize,
-                ],
-                style=_CSS["two"],
-            ),
-            doctor,
-            words,
-            dcc.Store(id="v0-store", data={"v0": V0_DEFAULT}),
-            # v₀ where the slider rests (REST_MS after the last move): the heavy panels
-            # follow this one, so a moving slider only costs the readouts
-            dcc.Store(id="v0-rest-store", data={"v0": V0_DEFAULT}),
-            dcc.Store(id="params-store", data={"sigma": SIGMA_DEFAULT, "tau": TAU_DEFAULT}),
-            dcc.Store(id="optimize-store", data=None),
-            dcc.Store(id="drawn-store", data=None),
-            dcc.Store(
-                id="ready-store", data={"gradients": False, "doctor": False, "optimize": False}
-            ),
-            dcc.Interval(id="ready-poll", interval=400, disabled=False),
-            dcc.Interval(id="optimize-interval", interval=40, disabled=True, n_intervals=0),
+            _v0_controls(),
+            _readout_row(),
+            _message_line(),
+            _flight_and_loss_figures(),
+            _smoothing_controls(),
+            _gradients_and_optimize(),
+            _doctor_panel(),
+            _explanation(model),
+            *_stores(),
         ],
         style=_CSS["page"],
     )

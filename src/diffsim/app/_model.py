@@ -37,15 +37,15 @@ TAU_MIN, TAU_MAX, TAU_DEFAULT = 0.01, 2.0, 0.3
 NUM_SAMPLES = 32
 """Samples per randomized estimate shown at v₀ (N for ZoBG and FoBG, N of each for AoBG)."""
 # Optimize is `diffsim optimize`'s recipe, wall_study.optimize_wall, with its settings
-OPT_STEPS = wall_study.STEPS
+OPT_STEPS = wall_study.RECIPE.steps
 """Gradient-descent iterations of one Optimize run (as ``diffsim optimize``)."""
-OPT_LEARNING_RATE = wall_study.LR
+OPT_LEARNING_RATE = wall_study.RECIPE.lr
 """Adam's initial step size, cosine-decayed (as ``diffsim optimize``)."""
-OPT_SAMPLES = wall_study.SAMPLES
+OPT_SAMPLES = wall_study.RECIPE.samples
 """Samples per estimate during Optimize (as ``diffsim optimize``)."""
-SIGMA_END = wall_study.SIGMA_END
+SIGMA_END = wall_study.RECIPE.sigma_end
 """σ (and τ) at the end of the annealing during Optimize."""
-TARGET_TOLERANCE = wall_study.TOLERANCE_X
+TARGET_TOLERANCE = wall_study.RECIPE.tolerance_x
 """An Optimize run is "on target" when it lands within 5 cm of x = 10 m."""
 
 # The loss is tabulated once (wall_study.loss_table: every 5 mm/s on [0, 23] m/s) for the

@@ -341,6 +341,14 @@ def used(name: str, value: float) -> float:
     return float(cast)
 
 
+def check_time_step(h: float) -> float:
+    """``--h`` as used (:func:`used`), a time step in seconds: finite and > 0."""
+    h = used("h", h)
+    if h <= 0:
+        raise CLIError(f"h must be finite and > 0 (seconds), got {h}")
+    return h
+
+
 def check_count(name: str, value: int, lo: int, hi: int, why: str) -> int:
     """``lo <= value <= hi`` for an integer option, else one line naming why ``hi``."""
     if value < lo:
@@ -384,7 +392,7 @@ def use_devices(devices: int | None) -> tuple[Any, int]:
     the devices JAX sees, and the error names the option and the accepted range."""
     import jax
 
-    from .. import device_mesh
+    from ..sharding import device_mesh
 
     if devices is not None:
         check_count("devices", devices, 1, DEVICES_MAX, "a device count")

@@ -10,7 +10,7 @@ import jax
 import typer
 from rich.table import Table
 
-from ..doctor import Diagnosis, HalfStep, cost_text
+from ..doctor import Diagnosis, HalfStep
 from ..systems import SYSTEMS
 from ..systems.battery import PRESETS, battery_table, run_battery
 from ._common import (
@@ -228,6 +228,47 @@ def _refuse_options_that_do_not_apply(ctx: typer.Context, system: str) -> None:
     )
 
 
+def _check_sampling(sigma: float | None, samples: int) -> float | None:
+    """``--sigma`` as used (``None``: the doctor's own, 5 % of |θ|) and ``--samples``."""
+    if sigma is not None:
+        sigma = used("sigma", sigma)
+        if sigma <= 0:
+            raise CLIError(f"sigma must be finite and > 0, got {sigma}")
+    if samples < 16:
+        raise CLIError(f"samples must be an integer >= 16, got {samples}")
+    return sigma
+
+
+def _preset_settings(system: str, flags: dict, set_values: list[str] | None) -> dict:
+    """The preset's settings (:func:`_settings`), with a horizon from ``--steps`` or
+    ``--set steps=T`` checked: 0 (the system's default) or at least 8."""
+    settings = _settings(system, flags, set_values or [])
+    if "steps" in settings:  # from --steps or --set steps=T
+        steps = int(settings["steps"] or 0)
+        if steps != 0 and steps < 8:
+            raise CLIError(f"steps must be an integer >= 8 (or 0 for the default), got {steps}")
+        settings["steps"] = check_horizon(f"--steps {steps}", steps)
+    return settings
+
+
+def _print_diagnosis(d: Diagnosis, system: str) -> None:
+    """The doctor's report as text: the verdict, a table of the flags (and the undecided
+    ones), the recommendation and the cost."""
+    colour = {"trusted": "green", "inconclusive": "yellow"}.get(d.verdict, "red")
+    console.print(f"[bold {colour}]{d.verdict}[/]  ({system})")
+    if d.flags or d.undecided:
+        table = Table("flag", "why", "evidence")
+        for f in d.flags:
+            ev = ", ".join(f"{name}={_show(val)}" for name, val in f.evidence.items())
+            table.add_row(f.name, f.message, ev)
+        for f in d.undecided:  # neither raised nor ruled out within the sample budget
+            ev = ", ".join(f"{name}={_show(val)}" for name, val in f.evidence.items())
+            table.add_row(f"{f.name}?", f"undecided: {f.message}", ev)
+        console.print(table)
+    console.print(f"[bold]recommendation:[/] {d.recommendation}", highlight=False)
+    console.print(f"cost: {d.cost}", highlight=False)
+
+
 @app.command("diagnose")
 def diagnose_cmd(
     ctx: typer.Context,
@@ -309,18 +350,8 @@ def diagnose_cmd(
             typer.echo(battery_table(rows))
         return
     v0, k = used("v0", v0), used("k", k)
-    if sigma is not None:
-        sigma = used("sigma", sigma)
-        if sigma <= 0:
-            raise CLIError(f"sigma must be finite and > 0, got {sigma}")
-    if samples < 16:
-        raise CLIError(f"samples must be an integer >= 16, got {samples}")
-    settings = _settings(system, {"v0": v0, "k": k, "steps": steps, "toi": toi}, set_values or [])
-    if "steps" in settings:  # from --steps or --set steps=T
-        steps = int(settings["steps"] or 0)
-        if steps != 0 and steps < 8:
-            raise CLIError(f"steps must be an integer >= 8 (or 0 for the default), got {steps}")
-        settings["steps"] = check_horizon(f"--steps {steps}", steps)
+    sigma = _check_sampling(sigma, samples)
+    settings = _preset_settings(system, {"v0": v0, "k": k, "steps": steps, "toi": toi}, set_values)
     horizon = int(settings.get("steps") or 0) or _default_horizon(system)
     seconds = check_cost(
         f"--samples {samples} over {horizon} steps",
@@ -333,19 +364,7 @@ def diagnose_cmd(
     if json_out:
         print_json({**d.to_dict(), "devices": num_devices})
         return
-    colour = {"trusted": "green", "inconclusive": "yellow"}.get(d.verdict, "red")
-    console.print(f"[bold {colour}]{d.verdict}[/]  ({system})")
-    if d.flags or d.undecided:
-        table = Table("flag", "why", "evidence")
-        for f in d.flags:
-            ev = ", ".join(f"{name}={_show(val)}" for name, val in f.evidence.items())
-            table.add_row(f.name, f.message, ev)
-        for f in d.undecided:  # neither raised nor ruled out within the sample budget
-            ev = ", ".join(f"{name}={_show(val)}" for name, val in f.evidence.items())
-            table.add_row(f"{f.name}?", f"undecided: {f.message}", ev)
-        console.print(table)
-    console.print(f"[bold]recommendation:[/] {d.recommendation}", highlight=False)
-    console.print(f"cost: {cost_text(d.evaluations)}", highlight=False)
+    _print_diagnosis(d, system)
 
 
 def _diagnose_mjcf(
@@ -357,12 +376,7 @@ def _diagnose_mjcf(
     if steps < 1:
         raise CLIError(f"steps must be an integer >= 1 with --mjcf, got {steps}")
     steps = check_horizon(f"--steps {steps}", steps)
-    if sigma is not None:
-        sigma = used("sigma", sigma)
-        if sigma <= 0:
-            raise CLIError(f"sigma must be finite and > 0, got {sigma}")
-    if samples < 16:
-        raise CLIError(f"samples must be an integer >= 16, got {samples}")
+    sigma = _check_sampling(sigma, samples)
     key = jax.random.PRNGKey(seed)
     d, loss, grad, gap = _run_mjcf(
         mjcf, steps, wrt, body, target, sigma, samples, key, json_out, devices, compare

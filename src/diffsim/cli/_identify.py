@@ -124,6 +124,51 @@ def _with_values(model: _Model, values: dict[str, str]) -> dict[str, Any]:
     return theta
 
 
+def _verdict(res: Any) -> str:
+    """One line for a :class:`diffsim.IdentifyResult`: identified or not, and how."""
+    if res.unidentifiable:
+        verdict = "not identifiable: " + ", ".join(res.unidentifiable)
+    else:
+        verdict = "identified" if res.converged else "not converged"
+        if res.jacobian_trusted is False:
+            verdict += " (the exact Jacobian at the estimate disagrees with finite differences)"
+        if res.jacobian == "smoothed":
+            verdict += " with the smoothed Jacobian"
+        elif res.windows > 1 and res.actions:
+            verdict += " by multiple shooting (the doctor's choice)"
+    return verdict
+
+
+def _print_fit(res: Any, verdict: str) -> None:
+    """A :class:`diffsim.IdentifyResult` as text: the estimates' table, the residual and
+    cost, the windows of multiple shooting and the doctor's notes."""
+    table = titled_table(f"identify: {verdict} ({res.message.split('; ')[0]})")
+    for col in ("parameter", "estimate", "std error", "95 % interval", "start"):
+        table.add_column(col)
+    for n in res.names:
+        table.add_row(
+            n,
+            f"{res.theta[n]:.6g}",
+            f"{res.std_error[n]:.3g}",
+            f"[{res.interval_low[n]:.6g}, {res.interval_high[n]:.6g}]",
+            f"{res.start[n]:.6g}",
+        )
+    console.print(table)
+    console.print(
+        f"residual RMS {res.residual:.4g} (start {res.residual_start:.4g}) over "
+        f"{res.num_samples} samples; {res.iterations} iterations, {res.evaluations} "
+        f"rollouts with Jacobians ({res.rollout_equivalents} rollout-equivalents), "
+        f"{res.seconds:.2f} s"
+    )
+    if res.windows > 1:
+        console.print(
+            f"multiple shooting: {res.windows} windows per recording, largest continuity "
+            f"defect {res.continuity_defect:.3g}"
+        )
+    for note in res.trust_notes:
+        console.print(note)
+
+
 @app.command()
 def identify(
     data: Path = typer.Option(..., "--data", help="The recording: a .npz or .csv file."),
@@ -198,46 +243,13 @@ def identify(
             trust=trust,
         )
         advance()
-    if res.unidentifiable:
-        verdict = "not identifiable: " + ", ".join(res.unidentifiable)
-    else:
-        verdict = "identified" if res.converged else "not converged"
-        if res.jacobian_trusted is False:
-            verdict += " (the exact Jacobian at the estimate disagrees with finite differences)"
-        if res.jacobian == "smoothed":
-            verdict += " with the smoothed Jacobian"
-        elif res.windows > 1 and res.actions:
-            verdict += " by multiple shooting (the doctor's choice)"
+    verdict = _verdict(res)
     if json_out:
         out = res.as_dict()
         out["verdict"] = verdict
         print_json(out)
         return
-    table = titled_table(f"identify: {verdict} ({res.message.split('; ')[0]})")
-    for col in ("parameter", "estimate", "std error", "95 % interval", "start"):
-        table.add_column(col)
-    for n in res.names:
-        table.add_row(
-            n,
-            f"{res.theta[n]:.6g}",
-            f"{res.std_error[n]:.3g}",
-            f"[{res.interval_low[n]:.6g}, {res.interval_high[n]:.6g}]",
-            f"{res.start[n]:.6g}",
-        )
-    console.print(table)
-    console.print(
-        f"residual RMS {res.residual:.4g} (start {res.residual_start:.4g}) over "
-        f"{res.num_samples} samples; {res.iterations} iterations, {res.evaluations} "
-        f"rollouts with Jacobians ({res.rollout_equivalents} rollout-equivalents), "
-        f"{res.seconds:.2f} s"
-    )
-    if res.windows > 1:
-        console.print(
-            f"multiple shooting: {res.windows} windows per recording, largest continuity "
-            f"defect {res.continuity_defect:.3g}"
-        )
-    for note in res.trust_notes:
-        console.print(note)
+    _print_fit(res, verdict)
 
 
 @app.command()

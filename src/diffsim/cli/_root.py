@@ -1,21 +1,29 @@
-"""The ``diffsim`` command's Typer app with every command group registered (each lives in
-its own module and registers itself on the shared app)."""
+"""The ``diffsim`` command's Typer app with every command registered (each lives in the
+module named after it, ``_wall.py`` for ``diffsim wall``, and registers itself on the shared
+app; ``diffsim record`` is ``identify``'s companion, in ``_identify.py``)."""
 
 from __future__ import annotations
 
 import typer
 
 from .. import __version__
+from ._common import CLIError, app
+
+# isort: off
+# the order of these imports is the order of the commands in `diffsim --help`
 from . import _bench as _bench
-from . import _contact as _contact
-from . import _core as _core
+from . import _wall as _wall
+from . import _bounce as _bounce
+from . import _plot as _plot
+from . import _jacobian as _jacobian
 from . import _demo as _demo
 from . import _diagnose as _diagnose
 from . import _docs as _docs
-from . import _estimators as _estimators
+from . import _estimate as _estimate
+from . import _optimize as _optimize
 from . import _identify as _identify
 from . import _train as _train
-from ._common import CLIError, app
+# isort: on
 
 
 @app.callback(invoke_without_command=True)

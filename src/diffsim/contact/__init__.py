@@ -25,17 +25,10 @@ from .._coords import where as where
 from ._impact import IMPACT_ITERATIONS as IMPACT_ITERATIONS
 from ._impact import Impact as Impact
 from ._impact import locate_impact as locate_impact
-from ._impact import with_h as with_h
 from ._plane import Extent as Extent
 from ._plane import Plane as Plane
-from ._plane import check_param as check_param
-from ._plane import check_plane as check_plane
 from ._plane import crossing as crossing
 from ._plane import impact_fraction as impact_fraction
-from ._plane import param as param
-from ._plane import safe_div as safe_div
-from ._switches import blend as blend
-from ._switches import edge_weights as edge_weights
 from ._switches import naive_contact as naive_contact
 from ._switches import smoothed_contact as smoothed_contact
 from ._with_contact import WithContact as WithContact
@@ -59,17 +52,10 @@ __all__ = [
     "Restitution",
     "StopDead",
     "WithContact",
-    "blend",
-    "check_param",
-    "check_plane",
     "crossing",
-    "edge_weights",
     "impact_fraction",
     "locate_impact",
     "naive_contact",
-    "param",
-    "safe_div",
     "smoothed_contact",
     "where",
-    "with_h",
 ]

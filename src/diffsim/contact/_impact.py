@@ -19,7 +19,7 @@ def with_h(integrator: Integrator, h) -> Integrator:
     """The same integrator with step ``h`` (may be traced, even 0: no re-validation).
 
     Examples:
-        >>> from diffsim.contact import with_h
+        >>> from diffsim.contact._impact import with_h
         >>> from diffsim.integrators import SemiImplicitEuler
         >>> round(float(with_h(SemiImplicitEuler(lambda x, v, th: -x, h=0.1), 0.05).h), 6)
         0.05

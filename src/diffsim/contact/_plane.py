@@ -20,7 +20,7 @@ def param(value: Any, theta: Any) -> Any:
     """A contact parameter: ``theta[value]`` when ``value`` is a string, else ``value``.
 
     Examples:
-        >>> from diffsim.contact import param
+        >>> from diffsim.contact._plane import param
         >>> param("e", {"e": 0.8}), param(0.5, {"e": 0.8})  # a θ key, or the value itself
         (0.8, 0.5)
     """
@@ -38,7 +38,7 @@ def check_param(name: str, value: Any, lo: float | None = None, hi: float | None
     """Validate a concrete contact parameter (strings, i.e. θ keys, are checked by name only).
 
     Examples:
-        >>> from diffsim.contact import check_param
+        >>> from diffsim.contact._plane import check_param
         >>> check_param("e", "e"), round(float(check_param("e", 0.8, 0.0, 1.0)), 6)
         ('e', 0.8)
     """
@@ -58,7 +58,8 @@ def check_plane(plane: Any) -> Plane:
     (every contact model checks this first: its other checks read the plane).
 
     Examples:
-        >>> from diffsim.contact import Plane, check_plane
+        >>> from diffsim.contact import Plane
+        >>> from diffsim.contact._plane import check_plane
         >>> check_plane(Plane.ground()).thin
         False
     """
@@ -75,7 +76,7 @@ def safe_div(num, den, fallback=0.0):
 
     Examples:
         >>> import jax
-        >>> from diffsim.contact import safe_div
+        >>> from diffsim.contact._plane import safe_div
         >>> float(safe_div(1.0, 0.0)), float(jax.grad(safe_div, argnums=1)(1.0, 0.0))  # no NaN
         (0.0, 0.0)
     """

@@ -75,7 +75,8 @@ def edge_weights(plane: Plane, x_c: Coords, tau):
 
     Examples:
         >>> import jax.numpy as jnp
-        >>> from diffsim.contact import Coords, Plane, edge_weights
+        >>> from diffsim.contact import Coords, Plane
+        >>> from diffsim.contact._switches import edge_weights
         >>> wall = Plane.wall(6.0, height=2.0)
         >>> w, keep = edge_weights(wall, Coords.split(jnp.array([6.0, 2.0])), 0.1)  # at the top
         >>> float(w), float(keep)
@@ -90,7 +91,8 @@ def blend(w_keep, hit: Coords, free: Coords) -> Coords:
 
     Examples:
         >>> import jax.numpy as jnp
-        >>> from diffsim.contact import Coords, blend
+        >>> from diffsim.contact import Coords
+        >>> from diffsim.contact._switches import blend
         >>> hit, free = Coords.split(jnp.array([0.0, 0.0])), Coords.split(jnp.array([2.0, 4.0]))
         >>> [float(c) for c in blend(0.25, hit, free).stack()]
         [0.5, 1.0]

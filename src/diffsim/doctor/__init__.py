@@ -15,7 +15,6 @@ from ._diagnose import Diagnosis as Diagnosis
 from ._diagnose import GradCheck as GradCheck
 from ._diagnose import HalfStep as HalfStep
 from ._diagnose import check_grad as check_grad
-from ._diagnose import cost_text as cost_text
 from ._diagnose import diagnose as diagnose
 from ._diagnose import diagnose_rollout as diagnose_rollout
 from ._measure import Discretization as Discretization
@@ -46,7 +45,6 @@ __all__ = [
     "Sampler",
     "Thresholds",
     "check_grad",
-    "cost_text",
     "default_sigma",
     "diagnose",
     "diagnose_rollout",

@@ -173,7 +173,7 @@ def check_grad(
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from diffsim import check_grad
+        >>> from diffsim.doctor import check_grad
         >>> check_grad(lambda t: jnp.sin(t["a"]) * t["b"], {"a": 0.3, "b": 2.0}).ok
         True
         >>> check_grad(lambda t: t["a"] ** 2, {"a": 3.0}, gradient={"a": 5.0}).ok
@@ -307,6 +307,12 @@ class Diagnosis:
     def flag_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.flags)
 
+    @property
+    def cost(self) -> str:
+        """The cost in words: ``"157 loss + 129 gradient evaluations (128 of at most 2048
+        samples)"`` (the counts are :attr:`evaluations`)."""
+        return _cost_text(self.evaluations)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``verdict``, ``choice``, ``estimator`` (its text), ``sigma_used``,
         ``widenings``, ``flags``, ``recommendation``, ``evaluations``,
@@ -352,18 +358,18 @@ class Diagnosis:
             lines.append("  no flags: the exact gradient agrees with every check")
         lines.append(f"recommendation: {self.recommendation}")
         lines.append(f"estimator: {describe_estimator(self.estimator)}")
-        lines.append(f"cost: {cost_text(self.evaluations)}")
+        lines.append(f"cost: {self.cost}")
         return "\n".join(lines)
 
 
-def cost_text(evaluations: dict[str, int]) -> str:
+def _cost_text(evaluations: dict[str, int]) -> str:
     """``"N loss + M gradient evaluations (n of at most b samples)"``.
 
     Example:
-        >>> from diffsim.doctor import cost_text
-        >>> cost_text({"loss": 20, "grad": 1})  # a check_grad
+        >>> from diffsim.doctor._diagnose import _cost_text
+        >>> _cost_text({"loss": 20, "grad": 1})  # a check_grad
         '20 loss + 1 gradient evaluations'
-        >>> cost_text({"loss": 157, "grad": 129, "samples": 128, "max_samples": 2048})
+        >>> _cost_text({"loss": 157, "grad": 129, "samples": 128, "max_samples": 2048})
         '157 loss + 129 gradient evaluations (128 of at most 2048 samples)'
     """
     ev = evaluations
@@ -585,7 +591,7 @@ def diagnose(
             ``Thresholds()``, the values ``auto`` decides with.
         devices: where the samples run: ``None`` (every device JAX sees, when there are
             several), a count, devices or a ``jax.sharding.Mesh``
-            (:func:`diffsim.device_mesh`).
+            (:func:`diffsim.sharding.device_mesh`).
         half_step: for a loss through a time-stepped simulation, the same loss at half
             the time step (:class:`HalfStep`): the ``discretization`` check of
             :func:`diagnose_rollout` (which builds it from the step) for a loss the user
@@ -749,7 +755,7 @@ def diagnose_rollout(
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> from diffsim import diagnose_rollout
+        >>> from diffsim.doctor import diagnose_rollout
         >>> from diffsim.systems import double_pendulum
         >>> sys = double_pendulum()
         >>> d = diagnose_rollout(sys.step, sys.s0, sys.theta, 800,

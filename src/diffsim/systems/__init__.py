@@ -2,10 +2,11 @@
 
 One convention for every system: its factory is exported here under the system's name
 (``free_particle(...)``, ``bouncing_ball(...)``, ... each returns a :class:`System`), its
-helpers under names that start with it (``bouncing_ball_step``, ``stiff_contact_energy``),
+helpers under names that start with it (``bouncing_ball_final_state``, ``stiff_contact_energy``),
 and the implementation modules are private. :data:`SYSTEMS` registers each system once —
 factory, settings with units and ranges, presets, the problem the doctor examines, closed
-forms — and the CLI, the doctor, the page and the tests read it.
+forms (``SYSTEMS["bounce"].closed_forms["derivatives"]``) — and the CLI, the doctor, the
+page and the tests read it.
 
 Public modules built on these parts rather than systems with a factory:
 ``projectile_wall`` (the article's wall, closed form and time-stepped), ``wall_study``
@@ -33,20 +34,11 @@ from . import pushing as pushing
 from . import tennis as tennis
 from . import wall_study as wall_study
 from ._bouncing_ball import bouncing_ball as bouncing_ball
-from ._bouncing_ball import bouncing_ball_bounce_window as bouncing_ball_bounce_window
-from ._bouncing_ball import bouncing_ball_closed_form as bouncing_ball_closed_form
-from ._bouncing_ball import (
-    bouncing_ball_derivatives_closed_form as bouncing_ball_derivatives_closed_form,
-)
 from ._bouncing_ball import bouncing_ball_final_state as bouncing_ball_final_state
 from ._bouncing_ball import (
     bouncing_ball_final_state_jacobian as bouncing_ball_final_state_jacobian,
 )
-from ._bouncing_ball import bouncing_ball_step as bouncing_ball_step
 from ._bouncing_ball_events import bouncing_ball_event_driven as bouncing_ball_event_driven
-from ._bouncing_ball_events import (
-    bouncing_ball_event_driven_jacobian as bouncing_ball_event_driven_jacobian,
-)
 from ._double_pendulum import double_pendulum as double_pendulum
 from ._double_pendulum import double_pendulum_energy as double_pendulum_energy
 from ._free_particle import free_particle as free_particle
@@ -83,14 +75,9 @@ __all__ = [
     "SystemSpec",
     "battery",
     "bouncing_ball",
-    "bouncing_ball_bounce_window",
-    "bouncing_ball_closed_form",
-    "bouncing_ball_derivatives_closed_form",
     "bouncing_ball_event_driven",
-    "bouncing_ball_event_driven_jacobian",
     "bouncing_ball_final_state",
     "bouncing_ball_final_state_jacobian",
-    "bouncing_ball_step",
     "double_pendulum",
     "double_pendulum_energy",
     "free_particle",

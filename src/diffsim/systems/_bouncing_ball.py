@@ -68,7 +68,7 @@ def bouncing_ball_step(
 
     Examples:
         >>> from diffsim import rollout
-        >>> from diffsim.systems import bouncing_ball_step
+        >>> from diffsim.systems._bouncing_ball import bouncing_ball_step
         >>> step = bouncing_ball_step(0.01, toi=True)
         >>> y, v = rollout(step, (1.0, -1.0), {"e": 0.8, "g": 0.0}, 200, trajectory=False)
         >>> round(float(y), 4), round(float(v), 4)  # bounced at t = 1 s, then 0.8 m/s for 1 s
@@ -184,7 +184,7 @@ def bouncing_ball_closed_form(y0, vy0, e, g, t):
     """``(y(t), vy(t))`` in continuous time, valid for exactly one bounce before t.
 
     Examples:
-        >>> from diffsim.systems import bouncing_ball_closed_form
+        >>> from diffsim.systems._bouncing_ball import bouncing_ball_closed_form
         >>> [round(float(a), 4) for a in bouncing_ball_closed_form(1.0, -1.0, 0.8, 0.0, 2.0)]
         [0.8, 0.8]
     """
@@ -197,7 +197,7 @@ def bouncing_ball_bounce_window(y0, vy0, e, g):
     """``(t*, t2)``: first impact time, and the second one (``inf`` if none).
 
     Examples:
-        >>> from diffsim.systems import bouncing_ball_bounce_window
+        >>> from diffsim.systems._bouncing_ball import bouncing_ball_bounce_window
         >>> [float(t) for t in bouncing_ball_bounce_window(1.0, -1.0, 0.8, 0.0)]  # no gravity
         [1.0, inf]
         >>> [float(t) for t in bouncing_ball_bounce_window(1.0, 1.0, 0.8, 0.0)]  # up: never lands
@@ -213,7 +213,7 @@ def bouncing_ball_derivatives_closed_form(y0, vy0, e, g, t):
     same keys as :func:`bouncing_ball_final_state_jacobian`.
 
     Examples:
-        >>> from diffsim.systems import bouncing_ball_derivatives_closed_form
+        >>> from diffsim.systems._bouncing_ball import bouncing_ball_derivatives_closed_form
         >>> d = bouncing_ball_derivatives_closed_form(1.0, -1.0, 0.8, 0.0, 2.0)
         >>> round(float(d["dy_dy0"]), 4), round(float(d["dy_dvy0"]), 4)
         (-0.8, -1.6)

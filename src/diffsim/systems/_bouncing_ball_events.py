@@ -82,7 +82,7 @@ def bouncing_ball_event_driven_jacobian(y0, vy0, e, g, t, *, max_bounces: int = 
     ``dvy_dvy0``, ``dvy_de`` (scalars in, scalars out).
 
     Examples:
-        >>> from diffsim.systems import bouncing_ball_event_driven_jacobian
+        >>> from diffsim.systems._bouncing_ball_events import bouncing_ball_event_driven_jacobian
         >>> d = bouncing_ball_event_driven_jacobian(1.0, -1.0, 0.8, 0.0, 2.0)
         >>> round(float(d["dy_dy0"]), 6), round(float(d["dy_dvy0"]), 6)
         (-0.8, -1.6)

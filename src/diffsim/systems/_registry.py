@@ -289,7 +289,7 @@ SYSTEMS: dict[str, SystemSpec] = dict(
                     wall_study.optimize_wall,
                     pw.landing_x,
                     pw.TARGET,
-                    wall_study.TOLERANCE_X,
+                    wall_study.RECIPE.tolerance_x,
                 ),
             ),
             SystemSpec(

@@ -1,8 +1,8 @@
 r"""The trajectory optimisations of Suh et al. (2022, §5.2): a pusher moves a box to a goal.
 
 Two bodies on a line, a pusher (coordinate 1) and a box (coordinate 2), each of mass
-:data:`MASS`; the decision is the force :math:`u_t` on the pusher at each of T steps of
-h = :data:`H`. The state is ``((x_1, x_2), (v_1, v_2))``; the cost of a trajectory is
+0.1 kg; the decision is the force :math:`u_t` on the pusher at each of T steps of
+h = 0.005 s. The state is ``((x_1, x_2), (v_1, v_2))``; the cost of a trajectory is
 quadratic toward a goal state :math:`s^*` on every state :math:`s_0 … s_T` plus the effort:
 
 .. math::
@@ -24,7 +24,7 @@ off after each push). The paper's finding: the first-order gradient trains faste
 soft spring, the zeroth-order one with the stiff spring (its FoBG variance grows with k).
 
 **Carrying by friction** (:func:`friction_carry_step`): the box rides on the pusher while
-:math:`|x_2 - x_1| <` :data:`FRICTION_WIDTH`, dragged by a friction force
+:math:`|x_2 - x_1| < 0.1` m, dragged by a friction force
 :math:`-\mathrm{clip}(μ (v_2 - v_1), ±μ v_s)` (μ = 1.8, slip-tolerance velocity
 v_s = 0.1 m/s: a steep ramp, then saturated), from :math:`s_0 = 0` to
 :math:`s^* = (2, 2, 0, 0)` over T = 400 steps. Once a push is hard enough that the box
@@ -33,8 +33,6 @@ gradient first descends, then degrades, where the zeroth-order one keeps descend
 
 Examples:
     >>> from diffsim.systems import box_trajopt as bt
-    >>> bt.H, bt.MASS, bt.Q_DIAG, bt.R, bt.SIGMA, bt.NUM_SAMPLES
-    (0.005, 0.1, (0.1, 10.0, 0.1, 0.1), 1.0, 0.1, 10)
     >>> bt.SOFT
     SpringPush(k=10.0, damping=0.998, num_steps=400)
     >>> bt.STIFF
@@ -54,28 +52,22 @@ from .._rollout import rollout
 from ..contact import PenaltySpring, Plane, WithContact
 from ..integrators import SemiImplicitEuler
 
-H = 0.005
-MASS = 0.1
-Q_DIAG = (0.1, 10.0, 0.1, 0.1)
-R = 1.0
-SIGMA = 0.1
-NUM_SAMPLES = 10
+_H = 0.005
+_MASS = 0.1
+_Q_DIAG = (0.1, 10.0, 0.1, 0.1)
+_R = 1.0
 
-PUSH_START = (0.0, 1.0, 0.0, 0.0)
-PUSH_GOAL = (1.0, 2.0, 0.0, 0.0)
-PUSH_FORCE0 = 0.1
+_PUSH_START = (0.0, 1.0, 0.0, 0.0)
+_PUSH_GOAL = (1.0, 2.0, 0.0, 0.0)
+_PUSH_FORCE0 = 0.1
 """The starting force on every step (N), as in the paper."""
-PUSH_LEARNING_RATE = 1e-3
-PUSH_ITERATIONS = 500
 
-FRICTION_MU = 1.8
-FRICTION_SLIP = 0.1
-FRICTION_WIDTH = 0.1
-FRICTION_START = (0.0, 0.0, 0.0, 0.0)
-FRICTION_GOAL = (2.0, 2.0, 0.0, 0.0)
-FRICTION_STEPS = 400
-FRICTION_LEARNING_RATE = 1e-4
-FRICTION_ITERATIONS = 100
+_FRICTION_MU = 1.8
+_FRICTION_SLIP = 0.1
+_FRICTION_WIDTH = 0.1
+_FRICTION_START = (0.0, 0.0, 0.0, 0.0)
+_FRICTION_GOAL = (2.0, 2.0, 0.0, 0.0)
+_FRICTION_STEPS = 400
 
 
 class SpringPush(NamedTuple):
@@ -129,8 +121,8 @@ class _FrictionDrive:
         return jnp.stack([(u - f) / self.mass, f / self.mass])
 
 
-def spring_push_step(damping: float = SOFT.damping, *, h: float = H,
-                     mass: float = MASS) -> WithContact:  # fmt: skip
+def spring_push_step(damping: float = SOFT.damping, *, h: float = _H,
+                     mass: float = _MASS) -> WithContact:  # fmt: skip
     """The pushing step ``(((x_1, x_2), (v_1, v_2)), {"k": k}, u) -> ...``: semi-implicit
     Euler with a penalty spring of stiffness ``theta["k"]`` between the bodies (rest
     distance 1 m) and velocities damped by ``damping`` per step.
@@ -160,11 +152,11 @@ def spring_push_step(damping: float = SOFT.damping, *, h: float = H,
                                          h=h), contact)  # fmt: skip
 
 
-def friction_carry_step(*, slip: float = FRICTION_SLIP, h: float = H,
-                        mass: float = MASS) -> SemiImplicitEuler:  # fmt: skip
+def friction_carry_step(*, slip: float = _FRICTION_SLIP, h: float = _H,
+                        mass: float = _MASS) -> SemiImplicitEuler:  # fmt: skip
     """The friction step ``(((x_1, x_2), (v_1, v_2)), {"mu": μ}, u) -> ...``: semi-implicit
     Euler with the force u on the pusher and the saturated friction between the bodies while
-    they overlap (within :data:`FRICTION_WIDTH`); μ in N·s/m is the friction's slope.
+    they overlap (within 0.1 m); μ in N·s/m is the friction's slope.
 
     Args:
         slip: the slip velocity v_s in m/s where it saturates at μ v_s (> 0).
@@ -183,7 +175,7 @@ def friction_carry_step(*, slip: float = FRICTION_SLIP, h: float = H,
     """
     for name, value in (("slip", slip), ("h", h), ("mass", mass)):
         check_positive(name, value)
-    drive = _FrictionDrive(float(mass), float(slip), FRICTION_WIDTH)
+    drive = _FrictionDrive(float(mass), float(slip), _FRICTION_WIDTH)
     return SemiImplicitEuler(drive, h=h)
 
 
@@ -199,7 +191,7 @@ def _cost(step, theta, start, goal, u: Array) -> Array:
     s0 = (jnp.asarray(start[:2], dtype), jnp.asarray(start[2:], dtype))
     x, v = rollout(step, s0, theta, u.shape[0], inputs=u, include_initial=True)
     err = jnp.concatenate([x, v], axis=-1) - jnp.asarray(goal, dtype)
-    return jnp.sum(jnp.asarray(Q_DIAG, dtype) * err**2) + R * jnp.sum(u**2)
+    return jnp.sum(jnp.asarray(_Q_DIAG, dtype) * err**2) + _R * jnp.sum(u**2)
 
 
 def spring_push_loss(u: Array, task: SpringPush = SOFT) -> Array:
@@ -219,27 +211,27 @@ def spring_push_loss(u: Array, task: SpringPush = SOFT) -> Array:
     u = _check_forces(u)
     check_positive("task.k", task.k)
     theta = {"k": jnp.asarray(task.k, u.dtype)}
-    return _cost(spring_push_step(task.damping), theta, PUSH_START, PUSH_GOAL, u)
+    return _cost(spring_push_step(task.damping), theta, _PUSH_START, _PUSH_GOAL, u)
 
 
-def friction_carry_loss(u: Array, mu: float = FRICTION_MU) -> Array:
+def friction_carry_loss(u: Array, mu: float = _FRICTION_MU) -> Array:
     r"""The friction task's cost :math:`V(u)` of the forces ``u`` (shape (T,), N), from
     rest at the origin toward (2, 2, 0, 0), with friction slope ``mu`` (N·s/m, > 0).
 
     Example:
         >>> import jax.numpy as jnp
         >>> from diffsim.systems import box_trajopt as bt
-        >>> round(float(bt.friction_carry_loss(jnp.zeros(bt.FRICTION_STEPS))), 1)  # 401 · 40.4
+        >>> round(float(bt.friction_carry_loss(jnp.zeros(400))), 1)  # 401 · 40.4
         16200.4
     """
     u = _check_forces(u)
     check_positive("mu", mu)
     theta = {"mu": jnp.asarray(mu, u.dtype)}
-    return _cost(friction_carry_step(), theta, FRICTION_START, FRICTION_GOAL, u)
+    return _cost(friction_carry_step(), theta, _FRICTION_START, _FRICTION_GOAL, u)
 
 
 def initial_forces(task: SpringPush | None = None) -> Array:
-    """The paper's starting point: :data:`PUSH_FORCE0` on every step of a pushing task, zero
+    """The paper's starting point: 0.1 N on every step of a pushing task, zero
     on every step of the friction task (``task=None``).
 
     Example:
@@ -248,6 +240,6 @@ def initial_forces(task: SpringPush | None = None) -> Array:
         ((200,), 0.0)
     """
     if task is None:
-        return jnp.zeros(FRICTION_STEPS, jnp.result_type(float))
+        return jnp.zeros(_FRICTION_STEPS, jnp.result_type(float))
     n = check_int("task.num_steps", task.num_steps, minimum=1)
-    return jnp.full((n,), PUSH_FORCE0, jnp.result_type(float))
+    return jnp.full((n,), _PUSH_FORCE0, jnp.result_type(float))

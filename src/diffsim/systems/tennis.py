@@ -3,9 +3,9 @@ r"""Tennis (Suh et al. 2022, §5.2): a paddle returns a ball, steered by a linea
 The state is seven numbers, the ball's position and velocity and the paddle's pose,
 ``(b_x, b_y, v_x, v_y, p_x, p_y, φ)``; the action is the paddle's velocity
 ``(ṗ_x, ṗ_y, φ̇)`` (it is kinematic: it moves as commanded, whatever it hits). The ball flies
-without gravity, its velocity damped by :data:`DAMPING` per step. The paddle is a box of
-half-width :data:`HALF_WIDTH` and half-height :data:`HALF_HEIGHT`; the ball (radius
-:data:`RADIUS`) bounces off its top face with restitution :data:`RESTITUTION`, at the
+without gravity, its velocity damped by 0.999 per step. The paddle is a box of
+half-width 0.8 m and half-height 0.05 m; the ball (radius
+0.15 m) bounces off its top face with restitution 0.8, at the
 **time of impact** within the step: with n the face's normal and g(τ) = n·(b − p) − (hh + r)
 + τ n·(v − ṗ) the gap along the step, a ball above the face (g(0) >= 0) that reaches it
 within the step (g(h) < 0) hits at τ* = g(0)/(−ġ) when its centre is within the half-width
@@ -14,18 +14,18 @@ and it flies the rest of the step, h − τ*, with the new velocity. The time of
 the bounce a smooth function of θ; whether the ball meets the paddle at all is not — the
 cliff at the paddle's edge that first-order gradients cannot see.
 
-The task: a linear policy ``u = Θ x`` (Θ ∈ R^{3×7}) over H = :data:`HORIZON` steps of
-h = :data:`H`, from Gaussian initial states (:func:`initial_state`), minimising the
-terminal cost ``(x − x*)ᵀ Q (x − x*)`` toward the ball at :data:`TARGET` at rest
+The task: a linear policy ``u = Θ x`` (Θ ∈ R^{3×7}) over H = 200 steps of
+h = 0.05 s, from Gaussian initial states (:func:`initial_state`), minimising the
+terminal cost ``(x − x*)ᵀ Q (x − x*)`` toward the ball at (0, 2.5) at rest
 (Q = 100·diag(1, 1, 0.1, 0.1, 0, 0, 0)) plus ``1e-3 |u|²`` per step. A ball is
-**returned** when it ends within :data:`RETURN_RADIUS` of the target.
+**returned** when it ends within 0.5 m of the target.
 
 Examples:
+    >>> import jax.numpy as jnp
     >>> from diffsim.systems import tennis
-    >>> tennis.H, tennis.HORIZON, tennis.RESTITUTION, tennis.DAMPING
-    (0.05, 200, 0.8, 0.999)
-    >>> tennis.HALF_WIDTH, tennis.HALF_HEIGHT, tennis.RADIUS, tennis.TARGET
-    (0.8, 0.05, 0.15, (0.0, 2.5))
+    >>> x = jnp.array([0.0, 2.0, 0.0, -1.0, 0.0, 0.0, 0.0])  # the ball above a level paddle
+    >>> [round(float(v), 4) for v in tennis.tennis_step(x, None, jnp.zeros(3))[:4]]
+    [0.0, 1.95, 0.0, -0.999]
 """
 
 from __future__ import annotations
@@ -37,27 +37,27 @@ from jaxtyping import Array
 from .._checks import check_int, check_key
 from .._policy import PolicyObjective, linear_policy
 
-H = 0.05
-HORIZON = 200
-RESTITUTION = 0.8
-DAMPING = 0.999
-HALF_WIDTH = 0.8
-HALF_HEIGHT = 0.05
-RADIUS = 0.15
-TARGET = (0.0, 2.5)
-Q_DIAG = (100.0, 100.0, 10.0, 10.0, 0.0, 0.0, 0.0)
-R = 1e-3
-SIGMA = 0.01
-RETURN_RADIUS = 0.5
+_H = 0.05
+_HORIZON = 200
+_RESTITUTION = 0.8
+_DAMPING = 0.999
+_HALF_WIDTH = 0.8
+_HALF_HEIGHT = 0.05
+_RADIUS = 0.15
+_TARGET = (0.0, 2.5)
+_Q_DIAG = (100.0, 100.0, 10.0, 10.0, 0.0, 0.0, 0.0)
+_R = 1e-3
+_SIGMA = 0.01
+_RETURN_RADIUS = 0.5
 
-BALL_MEAN = (0.0, 2.0, 0.0, -1.0)
+_BALL_MEAN = (0.0, 2.0, 0.0, -1.0)
 """The initial ball's mean position and velocity."""
-BALL_SD = (0.3, 0.1, 0.1, 0.1)
+_BALL_SD = (0.3, 0.1, 0.1, 0.1)
 """Standard deviations of the initial ball's position and velocity (independent)."""
 
 
 def tennis_step(x: Array, params: object, u: Array) -> Array:
-    """One step of h = :data:`H` (see the module docstring): the paddle moves by ``h·u``, the
+    """One step of h = 0.05 s (see the module docstring): the paddle moves by ``h·u``, the
     ball flies, bouncing off the paddle's top face at the time of impact."""
     del params
     b, v, p, phi = x[0:2], x[2:4], x[4:6], x[6]
@@ -65,43 +65,43 @@ def tennis_step(x: Array, params: object, u: Array) -> Array:
     n = jnp.stack([-jnp.sin(phi), jnp.cos(phi)])
     t = jnp.stack([jnp.cos(phi), jnp.sin(phi)])
     rel = b - p
-    g0 = n @ rel - (HALF_HEIGHT + RADIUS)
+    g0 = n @ rel - (_HALF_HEIGHT + _RADIUS)
     rate = n @ (v - vp)
-    g1 = g0 + H * rate
+    g1 = g0 + _H * rate
     safe = jnp.where(rate < 0, rate, -1.0)
-    tau = jnp.clip(g0 / -safe, 0.0, H)
+    tau = jnp.clip(g0 / -safe, 0.0, _H)
     s = t @ (rel + tau * (v - vp))  # where along the face the ball meets it
-    hit = (g0 >= 0) & (g1 < 0) & (jnp.abs(s) <= HALF_WIDTH)
-    arm = s * t + HALF_HEIGHT * n  # contact point relative to the paddle's centre
+    hit = (g0 >= 0) & (g1 < 0) & (jnp.abs(s) <= _HALF_WIDTH)
+    arm = s * t + _HALF_HEIGHT * n  # contact point relative to the paddle's centre
     v_contact = vp + omega * jnp.stack([-arm[1], arm[0]])
     vn = n @ (v - v_contact)
-    bounced = v - (1 + RESTITUTION) * jnp.minimum(vn, 0.0) * n
-    b_new = jnp.where(hit, b + tau * v + (H - tau) * bounced, b + H * v)
-    v_new = DAMPING * jnp.where(hit, bounced, v)
-    return jnp.concatenate([b_new, v_new, p + H * vp, (phi + H * omega)[None]])
+    bounced = v - (1 + _RESTITUTION) * jnp.minimum(vn, 0.0) * n
+    b_new = jnp.where(hit, b + tau * v + (_H - tau) * bounced, b + _H * v)
+    v_new = _DAMPING * jnp.where(hit, bounced, v)
+    return jnp.concatenate([b_new, v_new, p + _H * vp, (phi + _H * omega)[None]])
 
 
 def initial_state(key: Array) -> Array:
-    """A Gaussian initial state: the ball around :data:`BALL_MEAN` (sd :data:`BALL_SD`),
+    """A Gaussian initial state: the ball around (0, 2, 0, −1) (sd (0.3, 0.1, 0.1, 0.1)),
     the paddle at rest at the origin, level."""
-    ball = jnp.asarray(BALL_MEAN) + jnp.asarray(BALL_SD) * jax.random.normal(key, (4,))
+    ball = jnp.asarray(_BALL_MEAN) + jnp.asarray(_BALL_SD) * jax.random.normal(key, (4,))
     return jnp.concatenate([ball, jnp.zeros(3, ball.dtype)])
 
 
 def stage_cost(x: Array, u: Array) -> Array:
     """``1e-3 |u|²``: the effort of one step."""
-    return R * jnp.sum(u**2)
+    return _R * jnp.sum(u**2)
 
 
 def terminal_cost(x: Array) -> Array:
-    """``(x − x*)ᵀ Q (x − x*)`` toward the ball at :data:`TARGET`, at rest."""
-    goal = jnp.zeros(7, x.dtype).at[0:2].set(jnp.asarray(TARGET, x.dtype))
-    return jnp.sum(jnp.asarray(Q_DIAG, x.dtype) * (x - goal) ** 2)
+    """``(x − x*)ᵀ Q (x − x*)`` toward the ball at (0, 2.5), at rest."""
+    goal = jnp.zeros(7, x.dtype).at[0:2].set(jnp.asarray(_TARGET, x.dtype))
+    return jnp.sum(jnp.asarray(_Q_DIAG, x.dtype) * (x - goal) ** 2)
 
 
-def objective(*, num_states: int = 64, key: Array | None = None, horizon: int = HORIZON,
+def objective(*, num_states: int = 64, key: Array | None = None, horizon: int = _HORIZON,
               truncate: int | None = None) -> PolicyObjective:  # fmt: skip
-    """The tennis task as a :class:`~diffsim.PolicyObjective` of Θ (shape ``(3, 7)``):
+    """The tennis task as a :class:`~diffsim.policies.PolicyObjective` of Θ (shape ``(3, 7)``):
     ``objective(Θ)`` is the noise-free cost over ``num_states`` initial states of ``key``.
 
     Example:
@@ -124,13 +124,13 @@ def objective(*, num_states: int = 64, key: Array | None = None, horizon: int = 
 
 def returned(objective: PolicyObjective, theta: Array, key: Array, num: int = 200) -> Array:
     """The fraction of ``num`` initial states of ``key`` (held out: not the training keys)
-    whose ball the noise-free policy Θ returns to within :data:`RETURN_RADIUS` of the
+    whose ball the noise-free policy Θ returns to within 0.5 m of the
     target."""
     states = objective.sample_states(key, num)
 
     def one(s):
         _, traj, _ = objective.trajectory(theta, s)
         end = traj[-1, 0:2]
-        return jnp.linalg.norm(end - jnp.asarray(TARGET, end.dtype)) <= RETURN_RADIUS
+        return jnp.linalg.norm(end - jnp.asarray(_TARGET, end.dtype)) <= _RETURN_RADIUS
 
     return jnp.mean(jax.vmap(one)(states))

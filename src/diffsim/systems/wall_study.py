@@ -4,10 +4,13 @@ page, the comparison study and the tests).
 
 Examples:
     >>> from diffsim.systems import wall_study as ws
-    >>> ws.SIGMA, ws.SIGMA_END, ws.ANNEAL_FRACTION, ws.SAMPLES, ws.STEPS
+    >>> r = ws.RECIPE
+    >>> r.sigma, r.sigma_end, r.anneal_fraction, r.samples, r.steps
     (0.7, 0.02, 0.6, 8, 300)
-    >>> ws.LR, ws.LR_END_FRACTION, ws.TOLERANCE_X, ws.TABLE_STEP, ws.TABLE_V_MAX
-    (0.2, 0.05, 0.05, 0.005, 23.0)
+    >>> r.lr, r.lr_end_fraction, r.tolerance_x
+    (0.2, 0.05, 0.05)
+    >>> ws.TABLE_STEP
+    0.005
     >>> ws.SIGMA_MAX  # the widest σ the CLI and the page accept: (23 − 14) / 6 m/s
     1.5
 """
@@ -30,24 +33,46 @@ from ..estimators import Estimator
 from . import projectile_wall as pw
 from .base import System
 
-SIGMA = 0.7
-"""Default initial σ (m/s): wide enough to see past the plateau (width 1.73 m/s)."""
-SIGMA_END = 0.02
-"""σ at the end of annealing: small enough that the jump term no longer shifts the minimum."""
-ANNEAL_FRACTION = 0.6
-"""σ anneals (cosine) over the first 60 % of the steps, then stays at ``SIGMA_END``."""
-SAMPLES = 8
-STEPS = 300
-LR = 0.2
-"""Adam's initial learning rate (m/s per step), cosine-decayed to 5 % of it."""
-LR_END_FRACTION = 0.05
-TOLERANCE_X = 0.05
-"""Success: landing within 5 cm of the target."""
+
+class Recipe(NamedTuple):
+    """The wall study's optimisation recipe (:func:`optimize_wall`'s defaults), shared by the
+    CLI's ``optimize``, the web page, the comparison study and the tests: read it as
+    :data:`RECIPE`.
+
+    Example:
+        >>> from diffsim.systems.wall_study import Recipe
+        >>> Recipe(steps=100).steps, Recipe().lr  # a shorter run, the same step size
+        (100, 0.2)
+    """
+
+    sigma: float = 0.7
+    """Initial σ (m/s): wide enough to see past the plateau (width 1.73 m/s)."""
+    sigma_end: float = 0.02
+    """σ at the end of annealing: small enough that the jump term no longer shifts the
+    minimum."""
+    anneal_fraction: float = 0.6
+    """σ anneals (cosine) over the first 60 % of the steps, then stays at ``sigma_end``."""
+    samples: int = 8
+    """Samples per gradient estimate."""
+    steps: int = 300
+    """Iterations of the descent."""
+    lr: float = 0.2
+    """Adam's initial learning rate (m/s per step), cosine-decayed to ``lr_end_fraction`` of
+    it."""
+    lr_end_fraction: float = 0.05
+    """The learning rate at the end, as a fraction of ``lr``."""
+    tolerance_x: float = 0.05
+    """Success: landing within 5 cm of the target (m)."""
+
+
+RECIPE = Recipe()
+"""The recipe every client of the study uses (see :class:`Recipe`)."""
+
 TABLE_STEP = 0.005
 """Spacing (m/s) of :func:`loss_table`'s v₀ grid."""
-TABLE_V_MAX = 23.0
+_TABLE_V_MAX = 23.0
 """Top of :func:`loss_table`'s grid (m/s): 14 m/s + 6 σ for σ up to 1.5 m/s."""
-SIGMA_MAX = (TABLE_V_MAX - pw.V0_MAX) / 6
+SIGMA_MAX = (_TABLE_V_MAX - pw.V0_MAX) / 6
 """The widest σ (m/s) for launches up to :data:`~diffsim.systems.projectile_wall.V0_MAX`:
 the samples v₀ + σw stay on :func:`loss_table`'s grid (and within the speeds the wall's
 rollout is sized for) to 6 σ. The CLI and the page accept σ up to it."""
@@ -105,7 +130,7 @@ class LossTable(NamedTuple):
 
 
 def loss_table(
-    model: str = "stepped", *, v_max: float = TABLE_V_MAX, step: float = TABLE_STEP
+    model: str = "stepped", *, v_max: float = _TABLE_V_MAX, step: float = TABLE_STEP
 ) -> LossTable:
     """The wall loss at v₀ = 0, ``step``, 2 ``step``, …, ``v_max`` m/s, for
     :func:`gaussian_smoothed_loss` (one simulation per grid point, all in one call).
@@ -174,7 +199,7 @@ class _CosineAdam(eqx.Module):
     steps: int = eqx.field(static=True)
 
     def _adam(self) -> optax.GradientTransformation:
-        return optax.adam(optax.cosine_decay_schedule(self.lr, self.steps, LR_END_FRACTION))
+        return optax.adam(optax.cosine_decay_schedule(self.lr, self.steps, RECIPE.lr_end_fraction))
 
     def init(self, params: Any) -> optax.OptState:
         return self._adam().init(params)
@@ -185,7 +210,7 @@ class _CosineAdam(eqx.Module):
         return self._adam().update(updates, state, params)
 
 
-def wall_optimizer(lr: Any = LR, steps: int = STEPS) -> optax.GradientTransformation:
+def wall_optimizer(lr: Any = RECIPE.lr, steps: int = RECIPE.steps) -> optax.GradientTransformation:
     """Adam with the learning rate cosine-decayed from ``lr`` to 5 % of it over ``steps``
     (``optax.adam(optax.cosine_decay_schedule(lr, steps, 0.05))``), built so that ``lr`` is
     an array leaf of the optimizer's pytree (its ``init`` and ``update`` are Equinox bound
@@ -210,10 +235,10 @@ def optimize_wall(
     estimator: Estimator,
     *,
     key: Array,
-    steps: int = STEPS,
-    lr: float = LR,
+    steps: int = RECIPE.steps,
+    lr: float = RECIPE.lr,
     sigma: float | None = None,
-    sigma_end: float = SIGMA_END,
+    sigma_end: float = RECIPE.sigma_end,
     anneal: bool = True,
     model: str = "stepped",
     temperature: float | None = None,
@@ -254,7 +279,9 @@ def optimize_wall(
         own_sigma = jnp.max(sigma_vector(own_sigma, theta0))
     if anneal and own_sigma is not None:
         start = own_sigma if sigma is None else sigma
-        schedule = cosine_anneal(start, jnp.minimum(sigma_end, start), steps, ANNEAL_FRACTION)
+        schedule = cosine_anneal(
+            start, jnp.minimum(sigma_end, start), steps, RECIPE.anneal_fraction
+        )
     temperature_schedule = None
     if temperature is not None:
         if model != "stepped":
@@ -262,7 +289,7 @@ def optimize_wall(
         check_positive("temperature", temperature)
         tau_end = jnp.minimum(sigma_end, temperature) if anneal else temperature
         loss = pw.smoothed_loss
-        temperature_schedule = cosine_anneal(temperature, tau_end, steps, ANNEAL_FRACTION)
+        temperature_schedule = cosine_anneal(temperature, tau_end, steps, RECIPE.anneal_fraction)
     else:
         loss = _model_loss(model)
     return optimize(

@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
         "sharding",
         "_sigma",
         "_step",
-    },  # fmt: skip
+    },
     # rollouts, derivatives
     {"_rollout", "_grad", "_jacobians", "_policy", "policies", "integrators"},
     {"contact", "engines"},  # models: contact, engine adapters

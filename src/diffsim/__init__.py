@@ -7,8 +7,9 @@ chained forwards or backwards — and the tools to tell when they can be trusted
 One flat namespace (implementation modules are private) of what a user composes: rollouts,
 gradients and Jacobians, ``optimize``, ``diagnose``, ``identify``, the control ``Task`` s and
 their results and errors; and the public sub-namespaces ``contact``, ``doctor``,
-``estimators``, ``identification``, ``integrators``, ``policies``, ``sharding`` and ``systems`` for the rest. No
-exported name is also a submodule's name, so ``import diffsim.X`` always means one thing.
+``estimators``, ``identification``, ``integrators``, ``policies``, ``sharding`` and
+``systems`` for the rest. No exported name is also a submodule's name, so
+``import diffsim.X`` always means one thing.
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -54,7 +54,7 @@ class Horizon:
         concentration: c = log a / log G, the share of the growth one step explains.
 
     Example:
-        :func:`~diffsim.diagnose_rollout` measures it; the rules read it from
+        :func:`~diffsim.doctor.diagnose_rollout` measures it; the rules read it from
         :attr:`Measurements.horizon`. Growth spread over many steps is chaos, growth that
         one step explains is stiffness:
 

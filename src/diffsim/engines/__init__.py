@@ -3,7 +3,7 @@
 An adapter turns a model from another engine into a pure step function, so that every
 diffsim tool — :func:`diffsim.rollout` (with ``checkpoint``), :func:`diffsim.rollout_jacobian`,
 the estimators, :func:`diffsim.optimize`, :func:`diffsim.diagnose` and
-:func:`diffsim.diagnose_rollout` — runs on it unchanged.
+:func:`diffsim.doctor.diagnose_rollout` — runs on it unchanged.
 
 * :mod:`diffsim.engines.mjx` — MuJoCo models (MJCF file, XML string or ``mujoco.MjModel``)
   stepped by MuJoCo MJX; ``pip install 'diffsim-jax[mjx]'``.

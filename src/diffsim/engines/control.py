@@ -178,7 +178,7 @@ def _pendulum_initial(step: Any, key: Array) -> Any:
 
 def pendulum_objective(*, num_states: int = 16, key: Array | None = None,
                        horizon: int = PENDULUM_HORIZON) -> PolicyObjective:  # fmt: skip
-    """Balancing gymnasium's inverted pendulum as a :class:`~diffsim.PolicyObjective` of a
+    """Balancing gymnasium's inverted pendulum as a :class:`~diffsim.policies.PolicyObjective` of a
     linear policy Θ (1 × 5) from random tilts (see the module docstring).
 
     Example:

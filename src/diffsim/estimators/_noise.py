@@ -7,7 +7,7 @@ once, from the loss:
 
 * :class:`ParameterNoise` (any loss ``L(θ)``): :math:`F(θ) = \mathbb E_{w\sim N(0, σ^2 I)}
   L(θ + w)`, σ in θ's units;
-* :class:`ActionNoise` (a :class:`diffsim.PolicyObjective`): noise on every step's action,
+* :class:`ActionNoise` (a :class:`diffsim.policies.PolicyObjective`): noise on every step's action,
   :math:`u_h = π(o_h, θ) + w_h`, σ in the action's units.
 
 FoBG, ZoBG, AoBG and auto then combine the rows once, whatever the noise.
@@ -122,7 +122,7 @@ class ParameterNoise(Noise):
 
 
 class ActionNoise(Noise):
-    r"""Noise on every step's action of a :class:`diffsim.PolicyObjective`.
+    r"""Noise on every step's action of a :class:`diffsim.policies.PolicyObjective`.
 
     The estimators then estimate the gradient of
     :math:`F(θ) = \mathbb E_{x_1} \mathbb E_w V(x_1, w, θ)` with :math:`u_h = π(o_h, θ) + w_h`,
@@ -181,8 +181,9 @@ class ActionNoise(Noise):
 
 def noise_for(loss: Loss, theta: Any, sigma: Any) -> Noise:
     """The noise an estimator with smoothing scale ``sigma`` puts where ``loss`` wants it: on
-    every step's action of a :class:`diffsim.PolicyObjective` (its structure checked at θ, σ
-    resolved in the action's units), else on θ (warning when σ is below θ's resolution).
+    every step's action of a :class:`diffsim.policies.PolicyObjective` (its structure
+    checked at θ, σ resolved in the action's units), else on θ (warning when σ is below θ's
+    resolution).
 
     The one place the estimators tell a policy objective from a loss of θ.
     """

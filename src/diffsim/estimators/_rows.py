@@ -3,7 +3,7 @@ loss, first order (pathwise) and zeroth order (score function), for the two kind
 
 * parameter noise, θ + σ ⊙ z: :func:`first_order_samples`, :func:`zeroth_order_samples`;
 * action noise, :math:`u_h = π(o_h, θ) + w_h` on every step of a
-  :class:`diffsim.PolicyObjective`: :func:`action_first_rows`, :func:`action_zeroth_rows`
+  :class:`diffsim.policies.PolicyObjective`: :func:`action_first_rows`, :func:`action_zeroth_rows`
   (every sample draws its own initial state from the objective's sampler).
 
 :mod:`~diffsim.estimators._noise` wraps each kind in a :class:`~diffsim.estimators._noise.Noise`
@@ -56,7 +56,7 @@ def zeroth_order_samples(
     Antithetic: ``g_i = (f(x + σ ⊙ z_i) − f(x − σ ⊙ z_i)) z_i / (2σ)`` over N/2 pairs (N
     evals). ``σ`` is a scalar or one scale per component (shape ``x.shape``): the Stein
     identity then reads :math:`∂_i F = \mathbb E[L(x + σ ⊙ z) z_i] / σ_i`. The perturbed
-    losses are evaluated over ``mesh`` (:func:`diffsim.device_mesh`) when one is given.
+    losses are evaluated over ``mesh`` (:func:`diffsim.sharding.device_mesh`) when one is given.
     """
     sigma = jnp.asarray(sigma, x.dtype)
     if antithetic:

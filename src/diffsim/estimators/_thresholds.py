@@ -10,7 +10,7 @@ from .._checks import check_in_range, check_positive
 @dataclasses.dataclass(frozen=True)
 class Thresholds:
     """The one set of thresholds the doctor and ``auto`` decide with: the ``thresholds``
-    options object of :func:`~diffsim.diagnose`, :func:`~diffsim.diagnose_rollout` and
+    options object of :func:`~diffsim.diagnose`, :func:`~diffsim.doctor.diagnose_rollout` and
     :class:`~diffsim.estimators.Auto` (``thresholds=``); the defaults are these.
 
     Attributes:

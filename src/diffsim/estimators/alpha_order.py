@@ -90,7 +90,7 @@ class AlphaOrder(SmoothingEstimator):
         R: a bound on ‖g_i − ḡ⁰‖ for the ZoBG samples, > 0 (the paper's L; default 1.0).
         antithetic: antithetic ZoBG samples (static; N even, >= 4).
         devices: where the samples run (static): ``None`` (every device when there are
-            several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
+            several), a count, devices or a ``Mesh`` (:func:`diffsim.sharding.device_mesh`); the
             estimate is the one-device estimate to float rounding (same key).
 
     Raises:

@@ -96,7 +96,7 @@ class Auto(SmoothingEstimator):
         thresholds: the doctor's :class:`~diffsim.doctor.Thresholds` (static; the same
             object and defaults ``diagnose`` takes: z 4 and 2, η 0.1, ρ 20, kurtosis 10).
         devices: where the samples run (static): ``None`` (every device when there are
-            several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
+            several), a count, devices or a ``Mesh`` (:func:`diffsim.sharding.device_mesh`); the
             estimate is the one-device estimate to float rounding (same key).
         decide_every: in :func:`diffsim.optimize` (static; default ``None``: decide on
             every step): decide on one step in K = ``decide_every`` and reuse the decision

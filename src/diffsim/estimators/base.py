@@ -381,7 +381,7 @@ class Estimator(eqx.Module):
       Gaussian-smoothed loss and has a σ (:class:`SmoothingEstimator`);
     * ``diagnostic``: a check to compare with, not a gradient to descend with;
     * ``sharded``: it takes ``devices=`` and splits its samples over them
-      (:func:`diffsim.device_mesh`);
+      (:func:`diffsim.sharding.device_mesh`);
     * ``reports``: the quantities beyond :data:`BASE_QUANTITIES` its result reports;
 
     and what a call costs, :meth:`cost` (a :class:`Cost`: evaluations and the batch held at

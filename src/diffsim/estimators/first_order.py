@@ -59,7 +59,7 @@ class FirstOrder(SmoothingEstimator):
             :class:`~diffsim.Relative` (a fraction of each |θ_i|).
         num_samples: N, gradient evaluations (>= 2).
         devices: where the samples run (static): ``None`` (every device when there are
-            several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
+            several), a count, devices or a ``Mesh`` (:func:`diffsim.sharding.device_mesh`); the
             estimate is the one-device estimate to float rounding (same key).
 
     Raises:

@@ -66,7 +66,7 @@ class ZerothOrder(SmoothingEstimator):
             with ``antithetic``).
         antithetic: use antithetic pairs (static).
         devices: where the samples run (static): ``None`` (every device when there are
-            several), a count, devices or a ``Mesh`` (:func:`diffsim.device_mesh`); the
+            several), a count, devices or a ``Mesh`` (:func:`diffsim.sharding.device_mesh`); the
             estimate is the one-device estimate to float rounding (same key).
 
     Raises:

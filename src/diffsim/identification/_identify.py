@@ -115,7 +115,7 @@ def identify(
             strategy, :class:`~diffsim.identification.Act` (default),
             :class:`~diffsim.identification.Report` or :class:`~diffsim.identification.Off`,
             or its name ``"act"``, ``"report"``, ``"off"``
-            (:func:`diffsim.check_grad` of a fixed random projection :math:`c^\top r(θ)`
+            (:func:`diffsim.doctor.check_grad` of a fixed random projection :math:`c^\top r(θ)`
             against central finite differences: 10·p rollouts per check, the gradient
             :math:`c^\top J` from the fit's own Jacobian).
             ``"act"`` (default): checked at the start and at θ̂; where it is not trusted

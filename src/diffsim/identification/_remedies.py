@@ -133,7 +133,7 @@ class Checks:
         return len(self.params)
 
     def exact_trusted(self, prob: _Problem, x_all, tally: Tally) -> tuple[bool, Tally]:
-        """The doctor's check (:func:`diffsim.check_grad`) of the exact Jacobian at x: θ's
+        """The doctor's check (:func:`diffsim.doctor.check_grad`) of the exact Jacobian at x: θ's
         columns, through a fixed random projection of the residuals (shooting's starts
         held)."""
         from ..doctor import check_grad  # the doctor's own test, not a second one
@@ -223,7 +223,7 @@ class Checks:
         prob = posed.problem
         where = f"{where} the exact Jacobian disagrees with central finite differences"
         shot, tally = self.shorter_windows(
-            prob, x_theta, where + " (diffsim.check_grad)", prob.num_steps, tally
+            prob, x_theta, where + " (diffsim.doctor.check_grad)", prob.num_steps, tally
         )
         if shot is not None:
             return Remedy(RemedyKind.SHOOTING, shot[0]), shot[1], tally
@@ -231,7 +231,8 @@ class Checks:
         es = None if prob.window is None else posed.extra_scale
         smoothed = Posed(_smoothed(prob, x_theta, self.dtype), e0, es)
         return Remedy(RemedyKind.SMOOTHED, smoothed), (
-            f"{where} (diffsim.check_grad; e.g. a contact switch within the difference step, "
+            f"{where} (diffsim.doctor.check_grad; e.g. a contact switch within the difference "
+            "step, "
             f"a stiff or chaotic response): switched to the smoothed Jacobian (each "
             f"parameter's residuals smoothed by a Gaussian of {SMOOTHING_SCALE:.0%} of its "
             f"value, {SMOOTHING_DRAWS} antithetic draws)"

@@ -232,7 +232,7 @@ def summarise(
     if trusted is False:
         message += (
             "; the exact Jacobian at the estimate disagrees with central finite differences "
-            "(diffsim.check_grad)"
+            "(diffsim.doctor.check_grad)"
             + (
                 ": the intervals come from the smoothed Jacobian the fit used"
                 if smoothed_fit

@@ -162,7 +162,7 @@ class MjxStep(AbstractStep):
 
     def with_time_step(self, h: float) -> MjxStep:
         """The same model at time step ``h`` (a copy of ``mj_model`` with ``opt.timestep =
-        h``; the same ``iterations``): :func:`diffsim.diagnose_rollout` runs it over 2T steps
+        h``; the same ``iterations``): :func:`diffsim.doctor.diagnose_rollout` runs it over 2T steps
         at h/2 to tell whether the gradient at h is that of the model written down.
 
         Raises:

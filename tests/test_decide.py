@@ -17,6 +17,7 @@ from diffsim.systems import projectile_wall as pw
 KEY = jax.random.PRNGKey(0)
 
 
+@pytest.mark.slow  # three descents with checks on the wall: ~1 min on 2 cores
 @pytest.mark.parametrize(
     ("v0", "first", "why"),
     [(12.0, "lbfgs", "trusted"), (8.5, "zeroth", "plateau"), (9.6, "mixed", "jump")],

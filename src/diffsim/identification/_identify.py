@@ -73,6 +73,10 @@ from ._step_caps import step_size
 from ._trust import MAX_REMEDIES, AbstractTrust, Decision, Finding, as_trust
 
 
+FREE_SCALE_MIN = 1.0
+"""A free parameter moves in units of ``max(|start|, FREE_SCALE_MIN)`` (its z-coordinate)."""
+
+
 def identify(
     step: Callable[..., Any],
     recordings: Recording | Sequence[Recording],
@@ -198,7 +202,10 @@ def identify(
     rank_rtol = 10 * math.sqrt(eps) if rank_rtol is None else float(rank_rtol)
     params = with_starts(params, theta)
     x0 = np.array([p.start for p in params], dtype=float)
-    scale = np.where(x0 != 0, np.abs(x0), 1.0)
+    # a free (unbounded) parameter moves in units of its start's magnitude, at least 1: a
+    # start near 0 has no magnitude to give (from 1e-300 every step was 1e-300 wide and the
+    # fit stopped far from the minimum, confidently)
+    scale = np.maximum(np.abs(x0), FREE_SCALE_MIN)
 
     data, T, N = _recorded(step, recs, observe, len(params), dtype)
     observe_recorded = _Subset(observe, tuple(data.observed))

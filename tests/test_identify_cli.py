@@ -180,3 +180,13 @@ def test_the_start_scale_does_not_change_the_fit(tmp_path, start):
     assert got["theta"][0] == pytest.approx(ref["theta"][0], rel=1e-8)
     assert got["interval_low"][0] <= ref["theta"][0] <= got["interval_high"][0]
     assert abs(ref["theta"][0] + 9.81) < 0.02  # the recording's truth, σ = 1 cm noise
+
+
+def test_record_refuses_a_rollout_that_goes_non_finite(tmp_path):
+    """Issue 49: ``--set 'm[0]=0'`` wrote rows of NaN and exited 0; identify then read every
+    NaN as a missing sample. Now: one line naming the step, exit 2, no file."""
+    path = tmp_path / "ms.csv"
+    out = runner.invoke(app, ["record", "--system", "mass-spring", "--out", str(path), "-T",
+                              "100", "--ctrl", "0.5", "--set", "m[0]=0"])  # fmt: skip
+    assert out.exit_code == 2, out.output
+    assert "NaN or inf from step" in out.output and not path.exists()

@@ -150,6 +150,14 @@ def simulate_recording(
     signals = {
         k: np.asarray(v).reshape(num_steps + 1, -1) for k, v in jax.vmap(observe)(traj).items()
     }
+    for k, v in signals.items():  # a rollout that leaves the finite numbers is no recording
+        bad = np.flatnonzero(~np.all(np.isfinite(v), axis=1))
+        if bad.size:
+            raise ValueError(
+                f"simulate_recording: the rollout at theta is NaN or inf from step "
+                f"{int(bad[0])} of {num_steps} (signal {k!r}); check theta's physical "
+                "settings (a mass or stiffness <= 0, a time step too large for them)"
+            )
     sigmas = noise if isinstance(noise, Mapping) else dict.fromkeys(signals, noise)
     for k, sd in sigmas.items():
         if k not in signals:

@@ -72,7 +72,6 @@ from ._statistics import (
 from ._step_caps import step_size
 from ._trust import MAX_REMEDIES, AbstractTrust, Decision, Finding, as_trust
 
-
 FREE_SCALE_MIN = 1.0
 """A free parameter moves in units of ``max(|start|, FREE_SCALE_MIN)`` (its z-coordinate)."""
 

@@ -41,7 +41,16 @@ gradient (largest component) was below this fraction of its first."""
 class Decision(NamedTuple):
     """One decision of :class:`Decide`: at ``step`` (iterations before it) with
     ``evaluations`` spent, it chose ``method`` ("lbfgs", "zeroth", "mixed" or "stop") for
-    ``reason`` (in words)."""
+    ``reason`` (in words).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from diffsim import optimize
+        >>> r = optimize(lambda t: (t - 1.0) ** 2, jnp.asarray(0.0), key=jax.random.PRNGKey(0))
+        >>> first = r.decisions[0]
+        >>> first.step, first.method, first.reason
+        (0, 'lbfgs', 'the exact gradient is trusted')
+    """
 
     step: int
     method: str

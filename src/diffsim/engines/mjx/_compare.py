@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -15,8 +15,9 @@ from jaxtyping import ArrayLike
 from ..._checks import check_int
 from ._fields import MjxState
 
-if TYPE_CHECKING:
-    from ._step import MjxStep
+# the step is typed as Any here: this module sits below ``_step`` (which imports it), so
+# naming MjxStep would close an import circle inside the package
+MjxStep = Any
 
 COMPARE_STEPS = 100
 """Steps of MuJoCo C's trajectory :meth:`MjxStep.compare_with_mujoco` compares along by
@@ -92,7 +93,7 @@ def mujoco_difference(
 ) -> dict[str, float]:
     """One step of the adapter against one ``mj_step`` of MuJoCo C from the same state
     (default: the initial state) and controls (:meth:`MjxStep.mujoco_difference`)."""
-    state = step.initial_state() if state is None else state
+    state = MjxState(*step.initial_state()) if state is None else state
     ctrl = np.zeros(step.nu) if u is None else np.asarray(u, dtype=float)
     d = mujoco.MjData(step.mj_model)
     d.qpos[:], d.qvel[:], d.act[:] = state.qpos, state.qvel, state.act

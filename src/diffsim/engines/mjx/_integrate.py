@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -17,8 +17,9 @@ from ._fields import MjxState
 from ._implicit import implicit_solve, solve
 from ._shim import constraint_count, mjx, next_activation
 
-if TYPE_CHECKING:
-    from ._step import MjxStep
+# the step is typed as Any here: this module sits below ``_step`` (which imports it), so
+# naming MjxStep would close an import circle inside the package
+MjxStep = Any
 
 
 class Joints(NamedTuple):

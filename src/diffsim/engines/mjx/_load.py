@@ -39,7 +39,15 @@ def _parse(load: Callable[[], mujoco.MjModel], what: str) -> mujoco.MjModel:
 
 def mj_model_from(source: Any) -> mujoco.MjModel:
     """An ``MjModel`` from a path, an XML string or a model; ``ValueError`` naming the file
-    and MuJoCo's parse error."""
+    and MuJoCo's parse error.
+
+    Example:
+        >>> from diffsim.engines.mjx import mj_model_from
+        >>> m = mj_model_from("<mujoco><worldbody><body><joint type='slide'/>"
+        ...                   "<geom size='0.1'/></body></worldbody></mujoco>")
+        >>> m.nq, mj_model_from(m) is m
+        (1, True)
+    """
     if isinstance(source, mujoco.MjModel):
         return source
     if isinstance(source, os.PathLike) or (

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 from jaxtyping import Array
 
 from ..._checks import check_int
 
-if TYPE_CHECKING:
-    from ._step import MjxStep
+# the step is typed as Any here: this module sits below ``_step`` (which imports it), so
+# naming MjxStep would close an import circle inside the package
+MjxStep = Any
 
 
 class ReachLoss(NamedTuple):

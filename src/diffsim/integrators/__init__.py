@@ -24,6 +24,7 @@ Examples:
     [[0.96, 0.1], [-0.4, 1.0]]
 """
 
+from . import base as _base
 from .base import Acceleration as Acceleration
 from .base import AccelerationJacobian as AccelerationJacobian
 from .base import CoordinateAcceleration as CoordinateAcceleration
@@ -44,6 +45,7 @@ INTEGRATORS: dict[str, type[Integrator]] = {
     "rk4": RK4,
     "implicit_euler": ImplicitEuler,
 }
+_base.SCHEMES[:] = [cls.__name__ for cls in INTEGRATORS.values()]  # for base's messages
 
 __all__ = [
     "INTEGRATORS",

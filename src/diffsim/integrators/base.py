@@ -37,6 +37,11 @@ def _as_array(h):
     return jnp.asarray(h)
 
 
+SCHEMES: list[str] = []
+"""The class names of the package's schemes, for messages: filled by ``diffsim.integrators``
+from its registry (``INTEGRATORS``), which this module sits below."""
+
+
 def check_integrator_class(integrator: Any, name: str = "integrator") -> type[Integrator]:
     """``integrator`` when it is an :class:`Integrator` class (what the system factories
     take), else ``TypeError`` naming ``name`` and the registered choices.
@@ -50,9 +55,7 @@ def check_integrator_class(integrator: Any, name: str = "integrator") -> type[In
         if getattr(integrator, "__abstractmethods__", None):
             raise TypeError(f"{name} must be a concrete Integrator class, got {integrator!r}")
         return integrator
-    from . import INTEGRATORS
-
-    choices = ", ".join(sorted(cls.__name__ for cls in INTEGRATORS.values()))
+    choices = ", ".join(sorted(SCHEMES))
     raise TypeError(
         f"{name} must be an Integrator class (one of {choices}, from diffsim.integrators), "
         f"got {integrator!r}"

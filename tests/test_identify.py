@@ -227,7 +227,7 @@ def test_multiple_shooting_recovers_the_truth_with_continuous_windows():
     assert rel_err(res, {"k": 4.0, "c": 0.3}) < 1e-9, res
     assert res.windows == 6 and res.continuity_defect < 1e-9, res
     assert (
-        res.as_dict()["windows"] == 6 and "multiple shooting (6 windows)" in res.as_dict()["method"]
+        res.to_dict()["windows"] == 6 and "multiple shooting (6 windows)" in res.to_dict()["method"]
     )
     assert "multiple shooting: 6 windows" in repr(res)
     # 2 parameters and 5 starts of 2 numbers: one tangent each per evaluation
@@ -455,7 +455,7 @@ def test_a_wrong_jacobian_is_replaced_by_the_smoothed_one():
     assert "smoothed Jacobian" in res.actions[0] and "at the start" in res.actions[0]
     assert res.jacobian_trusted is False and "come from the smoothed Jacobian" in res.message
     assert res.converged and abs(res.theta["k"] - 4.0) < 4e-6, res
-    assert res.as_dict()["method"].startswith("Levenberg-Marquardt (optimistix), smoothed")
+    assert res.to_dict()["method"].startswith("Levenberg-Marquardt (optimistix), smoothed")
 
 
 def test_a_plateau_is_fitted_with_the_smoothed_jacobian():

@@ -245,7 +245,7 @@ def identify(
         advance()
     verdict = _verdict(res)
     if json_out:
-        out = res.as_dict()
+        out = res.to_dict()
         out["verdict"] = verdict
         print_json(out)
         return

@@ -441,7 +441,7 @@ def _report(
         flags=flags,
         recommendation=rec,
         evaluations=evaluations,
-        measurements=m.as_dict(),
+        measurements=m.to_dict(),
         undecided=pending,
         samples_to_decide=to_decide,
         choice=CHOICES[code],

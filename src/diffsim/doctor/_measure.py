@@ -148,7 +148,7 @@ class Measurements:
         (True, 256, 0.0, 0.0)
         >>> m.z_smoothed_nonzero > 4, m.all_finite, m.horizon is None
         (True, True, True)
-        >>> list(m.as_dict())[:4]
+        >>> list(m.to_dict())[:4]
         ['sigma', 'sigma_form', 'sigma_components', 'num_samples']
     """
 
@@ -194,7 +194,7 @@ class Measurements:
     sigma_form: str = ""
     num_samples: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The measurements a :class:`~diffsim.Diagnosis` reports, by name."""
         out: dict[str, Any] = {
             "sigma": self.sigma,

@@ -133,7 +133,7 @@ class IdentifyResult:
             )
         return notes
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The result as plain numbers and lists (what ``diffsim identify --json`` prints)."""
         return {
             "parameters": list(self.names),

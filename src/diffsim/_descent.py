@@ -157,8 +157,8 @@ class LineSearchDescent(Descent):
         return self.optimizer.init(theta)
 
     def step(self, loss, estimator, theta, state, key):
-        stored = optax.tree.get(state, "value")
-        have_grad = optax.tree.get(state, "grad") is not None
+        stored = optax.tree_utils.tree_get(state, "value")
+        have_grad = optax.tree_utils.tree_get(state, "grad") is not None
         if stored is not None and have_grad:
             value, grad = optax.value_and_grad_from_state(loss)(theta, state=state)
             first = _int(~jnp.isfinite(stored))  # the state held no value yet (θ₀)
@@ -168,9 +168,9 @@ class LineSearchDescent(Descent):
         updates, new_state = self.optimizer.update(
             grad, state, theta, value=value, grad=grad, value_fn=loss
         )
-        trials = _int(optax.tree.get(new_state, "num_linesearch_steps", 0))
+        trials = _int(optax.tree_utils.tree_get(new_state, "num_linesearch_steps", 0))
         new = optax.apply_updates(theta, updates)
-        new_value = optax.tree.get(new_state, "value")
+        new_value = optax.tree_utils.tree_get(new_state, "value")
         flat_new, _ = ravel_pytree(new)
         rejected = ~jnp.isfinite(value) | ~jnp.all(jnp.isfinite(flat_new))
         hold = rejected

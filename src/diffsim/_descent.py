@@ -154,7 +154,15 @@ class LineSearchDescent(Descent):
     deterministic: ClassVar[bool] = True
 
     def init(self, loss, estimator, theta):
-        return self.optimizer.init(theta)
+        state = self.optimizer.init(theta)
+        # some Optax versions start a counter in another dtype than ``update`` returns it
+        # (0.2.4: num_linesearch_steps int64 weak, then int32): start in update's dtypes, so
+        # the state's type is the same on every step of the loop
+        value = jnp.zeros((), jnp.result_type(*jax.tree_util.tree_leaves(theta)))
+        after = jax.eval_shape(
+            lambda s: self.optimizer.update(theta, s, theta, value=value, grad=theta,
+                                            value_fn=loss)[1], state)  # fmt: skip
+        return jax.tree_util.tree_map(lambda a, b: jnp.asarray(a, b.dtype), state, after)
 
     def step(self, loss, estimator, theta, state, key):
         stored = optax.tree_utils.tree_get(state, "value")

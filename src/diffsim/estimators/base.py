@@ -176,6 +176,8 @@ class GradientEstimate(eqx.Module):
         """What :class:`~diffsim.estimators.Auto` returned, by name (``"exact"``,
         ``"mixed"``, ``"zeroth"``, ``"none"``); ``None`` for the other estimators (and for a
         stack of estimates, whose ``choice`` is an array)."""
+        if not _holds_values(self.choice):  # traced, or a shape (in JAX's error messages)
+            return None
         code = np.asarray(self.choice)
         if code.ndim or not 0 <= int(code) < len(CHOICES):
             return None
@@ -191,7 +193,7 @@ class GradientEstimate(eqx.Module):
         """The estimate as numbers: ``GradientEstimate(estimate=…, std_error=…, …)``,
         with what the estimator reports (a traced or stacked estimate shows shapes)."""
         leaves = jax.tree_util.tree_leaves(self.estimate)
-        if not all(is_concrete(v) for v in leaves):
+        if not all(_holds_values(v) for v in leaves):
             return f"GradientEstimate(traced, reports={self.reports})"
 
         def fmt(v: Any) -> str:
@@ -237,6 +239,11 @@ class GradientEstimate(eqx.Module):
             value = getattr(self, _COUNT_FIELDS.get(name, name))
             out[name] = Reported(QUANTITIES[name], value)
         return out
+
+
+def _holds_values(v: Any) -> bool:
+    """``v`` is numbers (an array or a scalar), not a tracer or an abstract shape."""
+    return is_concrete(v) and isinstance(v, (jax.Array, np.ndarray, np.generic, int, float))
 
 
 def make_result(

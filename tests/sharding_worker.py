@@ -139,11 +139,13 @@ def main(mode: str) -> dict:
 
     # the sharded estimator really divides the samples: each device evaluates ⌈N / D⌉
     est = diffsim.estimators.ZerothOrder(sigma=0.5, num_samples=32, devices=None)
+    from diffsim.estimators._noise import noise_for
     from diffsim.estimators.zeroth_order import _zeroth
 
     mesh = diffsim.sharding.device_mesh(None)
+    noise = noise_for(pw.loss, theta, est.sigma)
     text = (
-        jax.jit(lambda t, k: _zeroth(pw.loss, t, k, est.sigma, 32, False, mesh))
+        jax.jit(lambda t, k: _zeroth(noise, t, k, 32, False, mesh))
         .lower(theta, key)
         .compile()
         .as_text()

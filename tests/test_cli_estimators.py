@@ -6,9 +6,11 @@ import json
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import diffsim
 from conftest import cli_runner
 from diffsim.cli import app
 from diffsim.estimators import ESTIMATORS, ZerothOrder
@@ -54,11 +56,14 @@ def test_estimate_table_shows_the_library_numbers():
     assert rows["sigma_used"] == "0.4" and rows["samples"] == "8" and "sigma" not in rows
 
 
-# the defaults (auto) from the plateau; 0.016 m/s below the cliff auto misses in one RNG stream
-# of two (JAX 0.4.38; 23/24 starts in the README's success table), so that start checks AoBG
+# the default method from the plateau, and the adam recipe with AoBG just below the cliff
 @pytest.mark.parametrize("v0,extra", [(7.7, []), (8.0, []), (8.7, []), (9.38, ["-e", "alpha"])])
 def test_optimize_defaults_from_plateau(v0, extra):
     out = _json(["optimize", "--system", "wall", "--v0", str(v0), *extra, "--json"])
+    assert out["method"] == ("adam" if extra else "decide")
+    if not extra:  # the decisions end with L-BFGS converged on the exact gradient
+        assert [d["method"] for d in out["decisions"]][-2:] == ["lbfgs", "stop"]
+        assert out["evaluations"] == out["loss_evaluations"] + out["gradient_evaluations"]
     assert {
         "v0_final",
         "loss_final",
@@ -69,6 +74,25 @@ def test_optimize_defaults_from_plateau(v0, extra):
     } <= out.keys()
     assert abs(out["landing_x_final"] - 10.0) < 0.05
     assert out["iterations"] == len(out["history"]["v0"])
+
+
+def test_optimize_methods_run_the_library_call():
+    """``--method lbfgs`` and the default are ``diffsim.optimize`` with the registry's
+    options: the same final v0 and evaluations (float32, the CLI's default dtype)."""
+    for method in ("lbfgs", "decide"):
+        out = _json(["optimize", "--v0", "12", "--method", method, "--json"])
+        r = diffsim.optimize(
+            pw.loss, jnp.float32(12.0), key=jax.random.PRNGKey(0), steps=300,
+            **diffsim.METHODS[method].options(None),
+        )  # fmt: skip
+        assert out["v0_final"] == pytest.approx(float(r.theta), abs=1e-6)
+        assert out["evaluations"] == int(r.evaluations)
+        assert out["iterations"] == int(r.steps_run) == len(out["history"]["v0"])
+        assert [d["method"] for d in out["decisions"]] == [d.method for d in r.decisions]
+        assert abs(out["landing_x_final"] - 10.0) < 0.05
+    res = runner.invoke(app, ["optimize", "--v0", "12"])
+    assert res.exit_code == 0, res.output
+    assert "lbfgs  (the exact gradient is trusted)" in res.output
 
 
 def test_optimize_exact_stuck_and_text_output():
@@ -107,13 +131,13 @@ def test_optimize_exact_stuck_and_text_output():
         (["estimate", "--system", "moon"], "system"),
         (["estimate", "--v0", "nan"], "v0"),
         (["estimate", "--v0", "inf"], "v0"),
-        (["optimize", "--sigma", "0"], "sigma"),
-        (["optimize", "--samples", "1"], "samples"),
+        (["optimize", "-m", "adam", "--sigma", "0"], "sigma"),
+        (["optimize", "-m", "adam", "--samples", "1"], "samples"),
         (["optimize", "--estimator", "nope"], "estimator"),
         (["optimize", "--system", "moon"], "system"),
         (["optimize", "--v0", "nan"], "v0"),
         (["optimize", "--steps", "0"], "steps"),
-        (["optimize", "--lr", "0"], "lr"),
+        (["optimize", "-m", "adam", "--lr", "0"], "lr"),
     ],
 )
 def test_bad_input_exit_2(args, word):

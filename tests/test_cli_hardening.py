@@ -248,8 +248,8 @@ def test_plot_wrote_path_is_absolute(tmp_path):
     ("args", "word"),
     [
         (["bounce", "--vy0", "1.3407807929942597e+154"], "too large"),  # was OverflowError
-        (["--float32", "optimize", "--lr", "6062882422785.0"], "lr"),  # was OverflowError
-        (["optimize", "--lr", "15"], "lr"),
+        (["--float32", "optimize", "-e", "auto", "--lr", "6062882422785.0"], "lr"),  # was OverflowError
+        (["optimize", "-m", "adam", "--lr", "15"], "lr"),
     ],
 )
 def test_fuzz_findings_are_clean_rejections(args, word):
@@ -304,7 +304,7 @@ HUGE = "9" * 400
     [
         (["bounce", "--steps", HUGE, "--json"], "--steps"),
         (["estimate", "--samples", HUGE], "--samples"),
-        (["optimize", "--samples", HUGE], "--samples"),
+        (["optimize", "-m", "adam", "--samples", HUGE], "--samples"),
         (["optimize", "--steps", HUGE], "--steps"),
         (["diagnose", "--steps", HUGE], "--steps"),
         (["diagnose", "--samples", HUGE], "--samples"),

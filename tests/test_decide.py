@@ -39,6 +39,20 @@ def test_wall_decisions_and_landing(v0, first, why):
     assert r.history.theta.shape[0] == int(r.steps_run) == r.decisions[-1].step
 
 
+def test_a_trusted_check_on_a_plateau_does_not_end_the_run():
+    """At v0 = 7.7 the wall's plateau starts 0.04 m/s to the left (the ball reaches the
+    wall's foot), and the first check (8 samples, this key) raises no flag: L-BFGS then
+    stops on the exact zero at once. A check that again finds no flag is not convergence
+    (the exact gradient was never non-zero), so a zeroth-order phase follows. (Before, the
+    run stopped there: "converged", 4 m short.)"""
+    r = diffsim.optimize(pw.loss, jnp.asarray(7.7), key=KEY)
+    methods = [d.method for d in r.decisions]
+    assert methods[:2] == ["lbfgs", "zeroth"], r.decisions
+    assert "plateau" in r.decisions[1].reason
+    assert methods[-2:] == ["lbfgs", "stop"]
+    assert abs(float(pw.landing_x(r.theta)) - pw.TARGET) <= 0.05
+
+
 def test_quadratic_is_one_lbfgs_phase_to_the_minimiser():
     target = jnp.array([1.0, -2.0, 3.0])
     r = diffsim.optimize(lambda t: jnp.sum((t - target) ** 2), jnp.zeros(3), key=KEY)

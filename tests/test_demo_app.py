@@ -210,6 +210,23 @@ def test_optimize_is_the_clis_recipe(model):
     np.testing.assert_allclose(ref.history.sigma, sched(k), rtol=1e-12)
 
 
+def test_optimize_default_is_the_clis_default(model):
+    # the page's default Optimize is `diffsim optimize --v0 8`: diffsim.optimize's Decide
+    import jax
+    import jax.numpy as jnp
+
+    import diffsim
+
+    run = model.optimize(8.0, "decide", 1.0, 0.3)
+    ref = diffsim.optimize(pw.loss, jnp.asarray(8.0), key=jax.random.PRNGKey(0), steps=300)
+    assert run.theta[-1] == float(ref.theta) and run.evaluations == int(ref.evaluations)
+    assert len(run.theta) == int(ref.steps_run) + 1
+    assert run.decisions == tuple(ref.decisions) and run.decisions[-1].method == "stop"
+    assert abs(run.final.landing_x - pw.TARGET) < wall_study.RECIPE.tolerance_x
+    # the path drawn is the iterates' hard loss
+    np.testing.assert_allclose(run.loss, np.asarray(pw.loss(jnp.asarray(run.theta))))
+
+
 def test_optimize_smoothed_and_exact(model):
     exact = model.optimize(8.0, "exact", 1.0, 0.3)
     assert np.all(exact.theta == 8.0)  # the exact gradient is 0 on the plateau

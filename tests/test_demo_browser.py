@@ -300,6 +300,17 @@ def test_gradient_doctor_panel_follows_v0(page):
     assert page.locator("#doctor-flags li").count() == 0
 
 
+def test_optimize_default_lists_its_decisions_and_lands(page):
+    _set_v0(page, 8.0)
+    page.check("#estimator-select input[value=decide]")
+    page.click("#optimize-button")
+    page.wait_for_selector("#optimize-decisions", timeout=180_000)
+    items = page.locator("#optimize-decisions li").all_inner_texts()
+    assert "lbfgs" in items[-2] and "stop" in items[-1], items
+    landing = float(page.inner_text("#optimize-landing").removesuffix(" m"))
+    assert abs(landing - pw.TARGET) < 0.05
+
+
 def test_optimize_alpha_order_from_8_reaches_the_target(page):
     _set_v0(page, 8.0)
     page.check("#estimator-select input[value=alpha]")

@@ -33,6 +33,8 @@ from ._jacobians import adjoint_vjp as adjoint_vjp
 from ._jacobians import forward_sensitivity as forward_sensitivity
 from ._jacobians import rollout_jacobian as rollout_jacobian
 from ._jacobians import step_jacobian as step_jacobian
+from ._methods import METHODS as METHODS
+from ._methods import Method as Method
 from ._optimize import DivergedError as DivergedError
 from ._optimize import OptimizeHistory as OptimizeHistory
 from ._optimize import OptimizeResult as OptimizeResult
@@ -72,6 +74,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "DEFAULT_SIGMA",
     "EXTRAS",
+    "METHODS",
     "TASKS",
     "AbstractStep",
     "Decide",
@@ -81,6 +84,7 @@ __all__ = [
     "FunctionStep",
     "Gradient",
     "IdentifyResult",
+    "Method",
     "MissingExtraError",
     "NotIdentifiableError",
     "OptimizeHistory",

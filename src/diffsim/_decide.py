@@ -171,7 +171,9 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
         check_evals = [check_evals[0] + int(r.num_loss_evals),
                        check_evals[1] + int(r.num_grad_evals)]  # fmt: skip
         code = int(r.choice)
-        if code == 0 and last == "lbfgs":  # L-BFGS stopped where the gradient is trusted
+        if code == 0 and last == "plateau":  # trusted, yet L-BFGS met an exact zero there
+            code = 2
+        elif code == 0 and last == "lbfgs":  # L-BFGS stopped where the gradient is trusted
             decisions.append(Decision(k, "stop", "converged: the exact gradient is trusted "
                                       "where L-BFGS stopped", spent))  # fmt: skip
             break
@@ -185,8 +187,12 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
             sigma = jnp.max(jnp.asarray(r.sigma_used))
             estimator = chosen_estimator(code, r.sigma_used, method.check.num_samples)
             optimizer = optax.adam(method.step_in_sigma * sigma)
-            n, last = method.phase_steps, "mixed" if code == 1 else "zeroth"
-            reason = describe_choice(r)
+            n = method.phase_steps
+            reason = describe_choice(r) if last != "plateau" else (
+                "the check finds no flag, but L-BFGS stopped where the exact gradient is "
+                "exactly zero without converging: a plateau the check's samples did not "
+                "show; zeroth order at the check's σ")  # fmt: skip
+            last = "mixed" if code == 1 else "zeroth"
         decisions.append(Decision(k, last, reason, spent))
         if progress is not None:
             progress.offset = k
@@ -209,6 +215,8 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
                 break
             if ended == "steps":  # still descending: go on without a check
                 last = None
+            elif ended == "plateau":
+                last = "plateau"
     return Phases(phases, offsets, starts, tuple(decisions), *check_evals)
 
 

@@ -178,7 +178,10 @@ def _optimize(
 
         def run(theta, opt_state, counts, plan, stops):
             out = descent.step(loss_k, est, theta, opt_state, step_key)
-            theta, opt_state, r = out.theta, out.state, out.estimate
+            # θ and the optimizer's state keep their dtypes (a float32 θ with x64 on gets
+            # float64 estimates, and Adam's moments would follow them)
+            theta, opt_state = _like(out.theta, theta), _like(out.state, opt_state)
+            r = out.estimate
             spent = (out.loss_evals, out.grad_evals)
             at = jnp.asarray(k, jnp.int32)
             stops = (stops[0] | out.done,
@@ -443,6 +446,13 @@ def _decided(loss, theta0, method, steps, key, callback, budget) -> OptimizeResu
         jnp.asarray(sum(int(p.steps_run) for p in ran.results), jnp.int32),
         jnp.asarray(rejected[0] if rejected else -1, jnp.int32),
         ran.decisions,
+    )
+
+
+def _like(new: Any, old: Any) -> Any:
+    """``new`` with each array leaf cast to the dtype of ``old``'s leaf there."""
+    return jax.tree_util.tree_map(
+        lambda a, b: jnp.asarray(a, b.dtype) if hasattr(b, "dtype") else a, new, old
     )
 
 

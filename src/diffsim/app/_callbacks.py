@@ -39,6 +39,7 @@ from ._figures import (
 from ._layout import readouts
 from ._model import (
     ESTIMATOR_LABELS,
+    OPTIMIZE_LABELS,
     TARGET_TOLERANCE,
     DemoModel,
     InputError,
@@ -371,9 +372,10 @@ class Callbacks:
         result = html.Div(
             [
                 html.Div(
-                    f"{ESTIMATOR_LABELS[name]} from v₀ = {v0:.2f} m/s: "
+                    f"{OPTIMIZE_LABELS[name]} from v₀ = {v0:.2f} m/s: "
                     f"{len(run.theta) - 1} steps, {run.evaluations} simulations."
                 ),
+                *_decisions(run.decisions),
                 html.Div(
                     [
                         "final v₀ = ",
@@ -390,6 +392,17 @@ class Callbacks:
             ]
         )
         return optimize_path(run), result, "", False, 0
+
+
+def _decisions(decisions: tuple) -> list:
+    """The default method's decisions as a list (nothing for an estimator's run)."""
+    if not decisions:
+        return []
+    items = [
+        html.Li(f"step {d.step}, {d.evaluations} simulations: {d.method} — {d.reason}")
+        for d in decisions
+    ]
+    return [html.Ul(items, id="optimize-decisions", style={"margin": "4px 0"})]
 
 
 def _evidence(evidence: dict) -> str:

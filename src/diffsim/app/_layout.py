@@ -15,13 +15,13 @@ from dash import dcc, html
 
 from ._figures import empty_figure
 from ._model import (
-    ESTIMATOR_LABELS,
     NUM_SAMPLES,
     OPT_LEARNING_RATE,
     OPT_SAMPLES,
     OPT_STEPS,
     OPTIMIZE_CHOICES,
     OPTIMIZE_DEFAULT,
+    OPTIMIZE_LABELS,
     SIGMA_DEFAULT,
     SIGMA_END,
     SIGMA_MAX,
@@ -275,7 +275,7 @@ def _optimize_panel() -> html.Div:
             ),
             dcc.RadioItems(
                 id="estimator-select",
-                options=[{"label": ESTIMATOR_LABELS[n], "value": n} for n in OPTIMIZE_CHOICES],
+                options=[{"label": OPTIMIZE_LABELS[n], "value": n} for n in OPTIMIZE_CHOICES],
                 value=OPTIMIZE_DEFAULT,
                 inline=True,
                 inputStyle={"marginRight": "4px", "marginLeft": "12px"},

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from .._optimize import optimize
 from ..doctor import Diagnosis, diagnose
 from ..estimators import ESTIMATORS, Auto, Estimator, Exact, make_estimator
 from ..systems import projectile_wall as pw
@@ -75,8 +76,17 @@ SHORT_LABELS: dict[str, str] = {
     SMOOTHED: "smoothed τ",
 }
 """Short names for the gradient figure's axis."""
-OPTIMIZE_CHOICES: tuple[str, ...] = tuple(ESTIMATOR_LABELS)
-OPTIMIZE_DEFAULT = "auto"
+DECIDE = "decide"
+"""The page's Optimize choice that is a method, not an estimator: the default
+:func:`diffsim.optimize` (:class:`diffsim.Decide`), as ``diffsim optimize`` runs it."""
+OPTIMIZE_LABELS: dict[str, str] = {
+    DECIDE: "default: the doctor decides (L-BFGS where trusted)",
+    **ESTIMATOR_LABELS,
+}
+"""The Optimize choices with their labels: the default method, then each gradient with
+the paper's Adam recipe."""
+OPTIMIZE_CHOICES: tuple[str, ...] = tuple(OPTIMIZE_LABELS)
+OPTIMIZE_DEFAULT = DECIDE
 
 _KEY_GRADIENTS = 0
 _KEY_OPTIMIZE = 0  # `diffsim optimize`'s default --seed
@@ -130,12 +140,15 @@ class OptimizeRun(NamedTuple):
     """One Optimize run: the iterates and the final readouts (hard, time-stepped model)."""
 
     estimator: str
+    """The Optimize choice (a key of ``OPTIMIZE_LABELS``)."""
     theta: np.ndarray
     """θ_0 … θ_K (K + 1 values: the start, every iterate and the final one)."""
     loss: np.ndarray
     """The hard loss L(θ_k) at each of them (where they sit on the curve)."""
     final: Point
     evaluations: int
+    decisions: tuple = ()
+    """The default method's :class:`diffsim.Decision` s (empty for an estimator's run)."""
 
 
 class InputError(ValueError):
@@ -342,7 +355,9 @@ class DemoModel:
         )
 
     def optimize(self, v0: float, estimator: str, sigma: float, tau: float) -> OptimizeRun:
-        """Gradient descent from v₀ with ``estimator``: ``diffsim optimize``'s recipe,
+        """Descent from v₀: with ``"decide"`` the default :func:`diffsim.optimize` (the
+        doctor's evidence picks the method; ``page.optimize(v0, "decide", σ, τ)`` is
+        ``diffsim optimize --v0 v0``); with an estimator ``diffsim optimize``'s Adam recipe,
         :func:`diffsim.systems.wall_study.optimize_wall` (Adam, :data:`OPT_STEPS` steps,
         cosine-decayed step size, :data:`OPT_SAMPLES` samples per estimate, key 0).
 
@@ -352,18 +367,24 @@ class DemoModel:
         plateau). ``page.optimize(v0, "alpha", σ, τ)`` is ``diffsim optimize --v0 v0
         --estimator alpha --sigma σ``.
         """
-        r = wall_study.optimize_wall(
-            v0,
-            estimator_for(estimator, sigma, OPT_SAMPLES),
-            key=jax.random.PRNGKey(_KEY_OPTIMIZE),
-            temperature=tau if estimator == SMOOTHED else None,
-        )
+        key = jax.random.PRNGKey(_KEY_OPTIMIZE)
+        if estimator == DECIDE:  # `diffsim optimize --v0 v0` (σ and τ are not used)
+            r = optimize(pw.loss, jnp.asarray(v0, jnp.result_type(float)), key=key,
+                         steps=OPT_STEPS)  # fmt: skip
+        else:
+            r = wall_study.optimize_wall(
+                v0,
+                estimator_for(estimator, sigma, OPT_SAMPLES),
+                key=key,
+                temperature=tau if estimator == SMOOTHED else None,
+            )
         theta = np.concatenate([np.asarray(r.history.theta), np.asarray(r.theta)[None]])
         final_v0 = float(r.theta)
         if not V0_MIN - 5 <= final_v0 <= V0_MAX + 5 or not math.isfinite(final_v0):
             raise InputError(f"the descent left the range of the demo (v₀ = {final_v0:g})")
         loss = np.asarray(pw.loss(jnp.asarray(theta)))
-        return OptimizeRun(estimator, theta, loss, self.point(final_v0), int(r.evaluations))
+        return OptimizeRun(estimator, theta, loss, self.point(final_v0), int(r.evaluations),
+                           tuple(r.decisions))  # fmt: skip
 
     def warm_up(self, *, background: bool = False) -> None:
         """Compile and run every function once, cheapest and most needed first: the

@@ -1,13 +1,18 @@
-"""``diffsim optimize``: gradient descent on the wall demo with a chosen estimator."""
+"""``diffsim optimize``: descent on the wall demo, by default the method the doctor's
+evidence picks (:data:`diffsim.METHODS`)."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax
 import numpy as np
 import typer
 
+from .._decide import Decide
+from .._methods import METHODS
+from .._optimize import optimize
 from ..estimators import ESTIMATORS
 from ..systems import wall_study
 from ._common import (
@@ -34,29 +39,55 @@ from ._estimator_options import (
 )
 from ._limits import OPTIMIZE_BYTES_PER_STEP, OPTIMIZE_S_PER_STEP, check_cost, check_horizon
 
+METHOD_HELP = (
+    "How to descend: "
+    + "; ".join(f"{m.name}: {m.title}" for m in METHODS.values())
+    + " (default: decide; adam when --estimator is given)."
+)
+
 
 @app.command(name="optimize")
 def optimize_cmd(
     system: str = typer.Option("wall", "--system", help=SYSTEM_HELP),
     v0: float = typer.Option(8.0, "--v0", help="Starting launch speed v0 in m/s (> 0)."),
-    estimator: str = typer.Option("auto", "--estimator", "-e", help=ESTIMATOR_HELP),
+    method: str | None = typer.Option(None, "--method", "-m", help=METHOD_HELP),
+    estimator: str | None = typer.Option(
+        None,
+        "--estimator",
+        "-e",
+        help=ESTIMATOR_HELP + " Only with --method adam (the default there: auto).",
+    ),
     sigma: float | None = typer.Option(
         None,
         "--sigma",
         help="Initial σ in m/s (> 0), annealed to 0.02 (default 5 % of the starting v0, "
         "the rule every estimator shares).",
     ),
-    samples: int = typer.Option(
-        wall_study.RECIPE.samples, "--samples", "-n", help="Samples N (>= 2)."
+    samples: int | None = typer.Option(
+        None,
+        "--samples",
+        "-n",
+        help=f"Samples N per estimate (>= 2; --method adam, default {wall_study.RECIPE.samples}).",
     ),
     steps: int = typer.Option(wall_study.RECIPE.steps, "--steps", help="Iterations (>= 1)."),
-    lr: float = typer.Option(wall_study.RECIPE.lr, "--lr", help="Adam learning rate (> 0)."),
+    lr: float | None = typer.Option(
+        None,
+        "--lr",
+        help=f"Adam learning rate (> 0; --method adam, default {wall_study.RECIPE.lr}).",
+    ),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
     devices: int | None = typer.Option(None, "--devices", help=DEVICES_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Gradient descent on v0 with the chosen estimator (Adam; σ annealed), from v0."""
+    """Descend on v0 from v0: by default the method the doctor's evidence picks (L-BFGS on
+    the exact gradient where it is trusted, sampling phases where it is not); --method adam
+    --estimator NAME runs the paper's recipe (Adam, σ annealed) with one estimator."""
     devices, num_devices = use_devices(devices)  # first: before JAX starts its backend
+    method = _check_method(method, estimator, sigma=sigma, samples=samples, lr=lr)
+    estimator = estimator or "auto"
+    if samples is None:  # the sampling estimators' recipe, or the default method's check
+        samples = wall_study.RECIPE.samples if method == "adam" else Decide().check.num_samples
+    lr = wall_study.RECIPE.lr if lr is None else lr
     v0, sigma = check_common(system, estimator, v0, sigma, samples, seed)
     if steps < 1:
         raise CLIError(f"steps must be an integer >= 1, got {steps}")
@@ -73,15 +104,14 @@ def optimize_cmd(
         steps * (secs + OPTIMIZE_S_PER_STEP),
     )
     study = registered_study(system)
+    key = jax.random.PRNGKey(seed)
     with progress_bar("optimize", steps, seconds, json_out) as advance:
-        r = study.optimize(
-            dtype()(v0),
-            est,
-            key=jax.random.PRNGKey(seed),
-            steps=steps,
-            lr=lr,
-            callback=lambda k: advance(completed=int(k)),
-        )
+        progress = lambda k: advance(completed=int(k))  # noqa: E731
+        if METHODS[method].takes_estimator:  # the wall's own recipe: its lr, σ annealed
+            r = study.optimize(dtype()(v0), est, key=key, steps=steps, lr=lr, callback=progress)
+        else:
+            r = optimize(study.loss, dtype()(v0), key=key, steps=steps, callback=progress,
+                         **METHODS[method].options(None))  # fmt: skip
         jax.block_until_ready(r)
     landing = study.outcome
     v_final = float(r.theta)
@@ -94,16 +124,20 @@ def optimize_cmd(
     hist = r.history
     out = {
         "system": system,
-        "estimator": estimator,
+        "method": method,
+        "estimator": estimator if METHODS[method].takes_estimator else None,
         "v0_initial": v0,
         "v0_final": v_final,
         "loss_final": float(r.loss),
         "landing_x_final": x_final,
         "success": bool(abs(x_final - study.target) <= study.tolerance),
-        "iterations": steps,
+        "iterations": int(r.steps_run),
         "dtype": precision_name(),
         "devices": num_devices if ESTIMATORS[estimator].sharded else 1,
         "evaluations": int(r.evaluations),
+        "loss_evaluations": int(r.loss_evaluations),
+        "gradient_evaluations": int(r.gradient_evaluations),
+        "decisions": [d._asdict() for d in r.decisions],
         "history": {
             "v0": np.asarray(hist.theta, float).tolist(),
             "loss": np.asarray(hist.loss, float).tolist(),
@@ -112,13 +146,37 @@ def optimize_cmd(
             "evaluations": np.asarray(hist.evaluations).tolist(),
         },
     }
-    inputs = f"--v0 {v0:g} --estimator {estimator} --lr {lr:g} --steps {steps}"
+    inputs = f"--v0 {v0:g} --method {method} --steps {steps}"
+    if METHODS[method].takes_estimator:
+        inputs += f" --estimator {estimator} --lr {lr:g}"
     require_finite_answer(out, ("v0_final", "loss_final", "landing_x_final"), inputs)
     if json_out:
         print_json(out)
         return
+    for d in r.decisions:
+        console.print(
+            f"step {d.step:4d}, {d.evaluations:6d} evaluations: {d.method:6s} ({d.reason})"
+        )
     console.print(
         f"v0 {v0:.3f} → {v_final:.4f} m/s, landing x {x_final:.4f} m, "
-        f"loss {out['loss_final']:.3g}, {steps} iterations, {out['evaluations']} evaluations"
+        f"loss {out['loss_final']:.3g}, {out['iterations']} iterations, "
+        f"{out['evaluations']} evaluations"
         f" ({'within' if out['success'] else 'NOT within'} 5 cm of the target)"
     )
+
+
+def _check_method(method: str | None, estimator: str | None, **recipe: Any) -> str:
+    """The method to run: ``--method`` if given (checked against the registry and the
+    recipe's flags), else adam when an estimator is named, else decide."""
+    if method is None:
+        method = "decide" if estimator is None else "adam"
+    if method not in METHODS:
+        raise CLIError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if not METHODS[method].takes_estimator:
+        given = [f"--{k}" for k, v in {"estimator": estimator, **recipe}.items() if v is not None]
+        if given:
+            raise CLIError(
+                f"{', '.join(given)} set the adam recipe; --method {method} chooses its "
+                "gradient and steps itself"
+            )
+    return method

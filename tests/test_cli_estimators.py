@@ -78,11 +78,11 @@ def test_optimize_defaults_from_plateau(v0, extra):
 
 def test_optimize_methods_run_the_library_call():
     """``--method lbfgs`` and the default are ``diffsim.optimize`` with the registry's
-    options: the same final v0 and evaluations (float32, the CLI's default dtype)."""
+    options: the same final v0 and evaluations."""
     for method in ("lbfgs", "decide"):
         out = _json(["optimize", "--v0", "12", "--method", method, "--json"])
         r = diffsim.optimize(
-            pw.loss, jnp.float32(12.0), key=jax.random.PRNGKey(0), steps=300,
+            pw.loss, jnp.asarray(12.0), key=jax.random.PRNGKey(0), steps=300,
             **diffsim.METHODS[method].options(None),
         )  # fmt: skip
         assert out["v0_final"] == pytest.approx(float(r.theta), abs=1e-6)

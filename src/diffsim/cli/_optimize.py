@@ -138,12 +138,15 @@ def optimize_cmd(
         "loss_evaluations": int(r.loss_evaluations),
         "gradient_evaluations": int(r.gradient_evaluations),
         "decisions": [d._asdict() for d in r.decisions],
-        "history": {
-            "v0": np.asarray(hist.theta, float).tolist(),
-            "loss": np.asarray(hist.loss, float).tolist(),
-            "estimate": np.asarray(hist.estimate.estimate, float).tolist(),
-            "sigma": np.asarray(hist.sigma, float).tolist(),
-            "evaluations": np.asarray(hist.evaluations).tolist(),
+        "history": {  # the steps that ran (a converged line search stops early)
+            name: np.asarray(values)[: int(r.steps_run)].tolist()
+            for name, values in (
+                ("v0", hist.theta),
+                ("loss", hist.loss),
+                ("estimate", hist.estimate.estimate),
+                ("sigma", hist.sigma),
+                ("evaluations", hist.evaluations),
+            )
         },
     }
     inputs = f"--v0 {v0:g} --method {method} --steps {steps}"

@@ -248,7 +248,10 @@ def test_plot_wrote_path_is_absolute(tmp_path):
     ("args", "word"),
     [
         (["bounce", "--vy0", "1.3407807929942597e+154"], "too large"),  # was OverflowError
-        (["--float32", "optimize", "-e", "auto", "--lr", "6062882422785.0"], "lr"),  # was OverflowError
+        (
+            ["--float32", "optimize", "-e", "auto", "--lr", "6062882422785.0"],
+            "lr",
+        ),  # was OverflowError
         (["optimize", "-m", "adam", "--lr", "15"], "lr"),
     ],
 )

@@ -557,3 +557,45 @@ def test_system_factories_check_the_integrator_class(factory, bad):
 def test_integrator_accel_jacobian_must_be_callable(bad):
     with pytest.raises(TypeError, match=r"^accel_jacobian must be None or callable"):
         SemiImplicitEuler(lambda x, v, th: -x, 0.1, accel_jacobian=bad)
+
+
+# -- issue 49, item 6: identification's arguments, each refused by name -------------------
+
+
+def test_thresholds_fields_are_single_numbers():
+    with pytest.raises(ValueError, match="stiffness_ratio must be one real number"):
+        diffsim.doctor.Thresholds(stiffness_ratio=cast(Any, np.array([1.0, 2.0])))
+
+
+@pytest.mark.parametrize(
+    ("signals", "word"),
+    [({}, "non-empty dict"), ({"qpos": 1.0}, "leading time axis"),
+     ({"qpos": np.zeros((3, 1)), "qvel": np.zeros((4, 1))}, "T + 1 rows")],
+)  # fmt: skip
+def test_recording_signals_are_checked_when_built(signals, word):
+    with pytest.raises(ValueError, match=re.escape(word)):
+        diffsim.Recording((0.0, 1.0), signals)
+
+
+def _free_particle_recording():
+    fp = diffsim.systems.SYSTEMS["free-particle"].factory()
+    return fp, diffsim.simulate_recording(fp.step, fp.s0, fp.theta, 10)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"rtol": -1.0}, "rtol"), ({"rtol": float("nan")}, "rtol"), ({"atol": float("nan")}, "atol"),
+     ({"rank_rtol": -1.0}, "rank_rtol"), ({"atol": 2.0}, "atol")],
+)  # fmt: skip
+def test_identify_tolerances_are_checked(kwargs, name):
+    fp, rec = _free_particle_recording()
+    with pytest.raises(ValueError, match=rf"^{name} must be finite and in \[0.0, 1.0\]"):
+        diffsim.identify(fp.step, rec, fp.theta, "a", **kwargs)
+
+
+def test_identify_parameters_of_the_wrong_type_are_named():
+    fp, rec = _free_particle_recording()
+    with pytest.raises(TypeError, match="parameters must be a string of names"):
+        diffsim.identify(fp.step, rec, fp.theta, cast(Any, [3]))
+    with pytest.raises(TypeError, match="parameters must be a string of names"):
+        diffsim.identify(fp.step, rec, fp.theta, cast(Any, 3))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from .._checks import check_in_range, check_positive
 
 
@@ -54,6 +56,10 @@ class Thresholds:
 
     def __post_init__(self) -> None:
         """Each field in its range, named in the error (one check for the doctor and auto)."""
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+                raise ValueError(f"{field.name} must be one real number, got {value!r}")
         for name in ("z_threshold", "z_clear", "stiffness_ratio", "stiffness_kurtosis"):
             check_positive(name, getattr(self, name))
         if not self.z_clear < self.z_threshold:

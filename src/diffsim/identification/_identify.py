@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import check_int
+from .._checks import check_in_range, check_int
 from ._data import _Data, _stack, _Subset
 from ._parameters import Parameter, resolve_parameters, with_starts
 from ._problem import _jacobian, _Problem
@@ -196,6 +196,9 @@ def identify(
     strategy = as_trust(trust)
     dtype = jnp.result_type(float)
     eps = float(jnp.finfo(dtype).eps)
+    for name, value in (("rtol", rtol), ("atol", atol), ("rank_rtol", rank_rtol)):
+        if value is not None:
+            check_in_range(name, value, 0.0, 1.0)
     rtol = (1e-8 if eps < 1e-10 else 1e-5) if rtol is None else float(rtol)
     atol = (1e-8 if eps < 1e-10 else 1e-5) if atol is None else float(atol)
     rank_rtol = 10 * math.sqrt(eps) if rank_rtol is None else float(rank_rtol)

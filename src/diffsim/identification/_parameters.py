@@ -176,6 +176,13 @@ def resolve_parameters(
         ValueError: no parameters, bounds with :class:`Parameter` objects, a name
             :func:`parse_parameters` rejects, parameters named twice.
     """
+    if not isinstance(parameters, str | Sequence) or (
+        not isinstance(parameters, str) and any(not isinstance(p, str | Parameter) for p in parameters)
+    ):
+        raise TypeError(
+            "parameters must be a string of names ('k, c'), or a sequence of names and "
+            f"diffsim.Parameter objects, got {parameters!r}"
+        )
     if isinstance(parameters, str) or (parameters and all(isinstance(p, str) for p in parameters)):
         params = parse_parameters(parameters, theta, model=model, bounds=bounds)  # type: ignore[arg-type]
     else:

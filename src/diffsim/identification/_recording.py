@@ -65,8 +65,25 @@ class Recording(eqx.Module):
     weights: dict[str, Any] | None = None
     time: Any = None
 
+    def __check_init__(self) -> None:
+        if not isinstance(self.signals, Mapping) or not self.signals:
+            raise ValueError(
+                "signals must be a non-empty dict {name: (T + 1, k) array}, got "
+                f"{self.signals!r}"
+            )
+        rows = {name: np.shape(v)[0] if np.ndim(v) else None for name, v in self.signals.items()}
+        for name, n in rows.items():
+            if n is None or n < 1:
+                raise ValueError(
+                    f"signals[{name!r}] must have a leading time axis of T + 1 >= 1 rows, got "
+                    f"shape {np.shape(self.signals[name])}"
+                )
+        if len(set(rows.values())) > 1:
+            raise ValueError(f"signals must all have T + 1 rows, got {rows}")
+
     @property
     def num_steps(self) -> int:
+        """T: the steps the recording spans (its signals' rows minus one)."""
         return int(np.shape(next(iter(self.signals.values())))[0]) - 1
 
     @property

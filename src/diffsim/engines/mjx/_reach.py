@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from ..._checks import check_int
+from ..._checks import INT32_MAX, check_int
 
 # the step is typed as Any here: this module sits below ``_step`` (which imports it), so
 # naming MjxStep would close an import circle inside the package
@@ -37,7 +37,7 @@ class ReachLoss(NamedTuple):
 
 def reach_loss(step: MjxStep, num_steps: int, wrt: str, body: str | None, target: Any) -> ReachLoss:
     """:meth:`MjxStep.reach_loss` (its arguments and the errors it raises)."""
-    num_steps = check_int("num_steps", num_steps, minimum=1)
+    num_steps = check_int("num_steps", num_steps, minimum=1, maximum=INT32_MAX // 2)
     if wrt not in ("qvel0", "qpos0", "ctrl"):
         raise ValueError(f"wrt must be 'qvel0', 'qpos0' or 'ctrl', got {wrt!r}")
     if body is None:

@@ -599,3 +599,16 @@ def test_identify_parameters_of_the_wrong_type_are_named():
         diffsim.identify(fp.step, rec, fp.theta, cast(Any, [3]))
     with pytest.raises(TypeError, match="parameters must be a string of names"):
         diffsim.identify(fp.step, rec, fp.theta, cast(Any, 3))
+
+
+def test_a_fit_stopped_short_is_not_blamed_on_contact():
+    """Issue 49, item 3: a smooth problem stopped by max_steps before its minimum; the
+    doctor's probe finds a lower cost and says the solver stopped short (its linearisation
+    predicts the drop), not that the residual steps (a contact event)."""
+    osc = diffsim.systems.SYSTEMS["harmonic-oscillator"].factory()
+    rec = diffsim.simulate_recording(
+        osc.step, osc.s0, osc.theta, 40, noise=0.01, key=jax.random.PRNGKey(0)
+    )
+    r = diffsim.identify(osc.step, rec, {"omega": jnp.asarray(3.0)}, "omega", max_steps=1)
+    assert not r.converged and r.trust_notes
+    assert all("stopped short" in n and "contact" not in n for n in r.trust_notes), r.trust_notes

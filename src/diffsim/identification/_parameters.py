@@ -177,7 +177,8 @@ def resolve_parameters(
             :func:`parse_parameters` rejects, parameters named twice.
     """
     if not isinstance(parameters, str | Sequence) or (
-        not isinstance(parameters, str) and any(not isinstance(p, str | Parameter) for p in parameters)
+        not isinstance(parameters, str)
+        and any(not isinstance(p, str | Parameter) for p in parameters)
     ):
         raise TypeError(
             "parameters must be a string of names ('k, c'), or a sequence of names and "

@@ -68,8 +68,7 @@ class Recording(eqx.Module):
     def __check_init__(self) -> None:
         if not isinstance(self.signals, Mapping) or not self.signals:
             raise ValueError(
-                "signals must be a non-empty dict {name: (T + 1, k) array}, got "
-                f"{self.signals!r}"
+                f"signals must be a non-empty dict {{name: (T + 1, k) array}}, got {self.signals!r}"
             )
         rows = {name: np.shape(v)[0] if np.ndim(v) else None for name, v in self.signals.items()}
         for name, n in rows.items():

@@ -272,10 +272,22 @@ class Checks:
         if not (np.isfinite(c[best]) and drop > PROBE_GAIN * c0 and drop > self.rounding):
             return None, tally
         j, k = moves[best]
+        # the linearised residuals' prediction of the probe's cost: where it foresees most
+        # of the drop the residual is smooth there and the solver only stopped short
+        r0 = np.asarray(_exact_residuals(exact, xa), dtype=float)
+        m = min(r0.shape[0], J_.shape[0])
+        predicted = float(np.sum((r0[:m] + J_[:m, j] * (points[best][j] - x_np[j])) ** 2))
+        if c0 - predicted >= 0.5 * drop:
+            why = ("the solver stopped short of it (the linearised residuals predict this "
+                   "drop: raise max_steps or lower rtol/atol)")  # fmt: skip
+        else:
+            why = (
+                "the residual steps there, which its linearisation does not foresee, "
+                "e.g. a contact event moving from one time step to the next as θ changes"
+            )
         return (points[best][:p], (
             f"at the estimate {self.labels[j]} moved by {k:+g} of its 95 % half-widths "
             f"({x_np[j]:.8g} → {points[best][j]:.8g}) lowers the cost by "
             f"{1.0 - c[best] / c0:.1%}: the estimate was not a minimum at the scale of its "
-            f"own intervals (the residual steps there, e.g. a contact event moving from one "
-            f"time step to the next as θ changes)"
+            f"own intervals: {why}"
         )), tally  # fmt: skip

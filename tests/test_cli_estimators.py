@@ -76,23 +76,27 @@ def test_optimize_defaults_from_plateau(v0, extra):
     assert out["iterations"] == len(out["history"]["v0"])
 
 
-def test_optimize_methods_run_the_library_call():
+@pytest.mark.parametrize(
+    "method",
+    ["lbfgs", pytest.param("decide", marks=pytest.mark.slow)],  # decide: ~30 s
+)
+def test_optimize_methods_run_the_library_call(method):
     """``--method lbfgs`` and the default are ``diffsim.optimize`` with the registry's
-    options: the same final v0 and evaluations."""
-    for method in ("lbfgs", "decide"):
-        out = _json(["optimize", "--v0", "12", "--method", method, "--json"])
-        r = diffsim.optimize(
-            pw.loss, jnp.asarray(12.0), key=jax.random.PRNGKey(0), steps=300,
-            **diffsim.METHODS[method].options(None),
-        )  # fmt: skip
-        assert out["v0_final"] == pytest.approx(float(r.theta), abs=1e-6)
-        assert out["evaluations"] == int(r.evaluations)
-        assert out["iterations"] == int(r.steps_run) == len(out["history"]["v0"])
-        assert [d["method"] for d in out["decisions"]] == [d.method for d in r.decisions]
-        assert abs(out["landing_x_final"] - 10.0) < 0.05
-    res = runner.invoke(app, ["optimize", "--v0", "12"])
-    assert res.exit_code == 0, res.output
-    assert "lbfgs  (the exact gradient is trusted)" in res.output
+    options: the same final v0, evaluations, steps and decisions."""
+    out = _json(["optimize", "--v0", "12", "--method", method, "--json"])
+    r = diffsim.optimize(
+        pw.loss, jnp.asarray(12.0), key=jax.random.PRNGKey(0), steps=300,
+        **diffsim.METHODS[method].options(None),
+    )  # fmt: skip
+    assert out["v0_final"] == pytest.approx(float(r.theta), abs=1e-6)
+    assert out["evaluations"] == int(r.evaluations)
+    assert out["iterations"] == int(r.steps_run) == len(out["history"]["v0"])
+    assert [d["method"] for d in out["decisions"]] == [d.method for d in r.decisions]
+    assert abs(out["landing_x_final"] - 10.0) < 0.05
+    if method == "decide":
+        res = runner.invoke(app, ["optimize", "--v0", "12"])
+        assert res.exit_code == 0, res.output
+        assert "lbfgs  (the exact gradient is trusted)" in res.output
 
 
 def test_optimize_exact_stuck_and_text_output():

@@ -210,6 +210,7 @@ def test_optimize_is_the_clis_recipe(model):
     np.testing.assert_allclose(ref.history.sigma, sched(k), rtol=1e-12)
 
 
+@pytest.mark.slow  # a second Decide run on the wall (~25 s)
 def test_optimize_default_is_the_clis_default(model):
     # the page's default Optimize is `diffsim optimize --v0 8`: diffsim.optimize's Decide
     import jax

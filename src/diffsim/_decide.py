@@ -215,7 +215,7 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
                 break
             if ended == "steps":  # still descending: go on without a check
                 last = None
-            elif ended == "plateau":
+            elif ended == "flat":  # never a non-zero gradient: not a minimum it reached
                 last = "plateau"
     return Phases(phases, offsets, starts, tuple(decisions), *check_evals)
 
@@ -233,9 +233,9 @@ def _lowest(result: Any) -> tuple[Any, int]:
 
 
 def _lbfgs_end(result: Any) -> str:
-    """How an L-BFGS phase ended: "rejected" (a trial loss NaN or inf), "plateau" (it
-    stopped where the gradient is exactly zero), "steps" (it ran all its steps) or
-    "converged"."""
+    """How an L-BFGS phase ended: "rejected" (a trial loss NaN or inf), "flat" (the
+    gradient was exactly zero from its start), "plateau" (it stopped where the gradient is
+    exactly zero after descending), "steps" (it ran all its steps) or "converged"."""
     n = _ran(result)
     if int(result.rejected_at) >= 0:
         return "rejected"
@@ -248,6 +248,8 @@ def _lbfgs_end(result: Any) -> str:
         # way, as at a minimum) is a minimum; one reached at once after steps with a
         # real slope is a plateau the descent stepped onto
         moving = norms[norms > 0]
-        if moving.size == 0 or moving[-1] > CONVERGED * moving[0]:
+        if moving.size == 0:  # the gradient was exactly zero all along: it never descended
+            return "flat"
+        if moving[-1] > CONVERGED * moving[0]:
             return "plateau"
     return "steps" if n == result.history.loss.shape[0] else "converged"

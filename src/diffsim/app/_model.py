@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
-from .._optimize import optimize
+from .. import optimize
 from ..doctor import Diagnosis, diagnose
 from ..estimators import ESTIMATORS, Auto, Estimator, Exact, make_estimator
 from ..systems import projectile_wall as pw

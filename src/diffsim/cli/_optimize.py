@@ -10,9 +10,7 @@ import jax
 import numpy as np
 import typer
 
-from .._decide import Decide
-from .._methods import METHODS
-from .._optimize import optimize
+from .. import METHODS, Decide, optimize
 from ..estimators import ESTIMATORS
 from ..systems import wall_study
 from ._common import (

@@ -85,6 +85,7 @@ def test_reach_loss_refuses_bad_input_naming_it():
     for call, match in (
         (lambda: ball.reach_loss(5, "qacc"), "wrt must be 'qvel0', 'qpos0' or 'ctrl'"),
         (lambda: ball.reach_loss(0), "num_steps must be an integer >= 1"),
+        (lambda: ball.reach_loss(10**20), "num_steps must be at most 1073741823"),
         (lambda: ball.reach_loss(5, body="hand"), "no body named 'hand'"),
         (lambda: ball.reach_loss(5, target=[1.0, 2.0]), "target must be three finite numbers"),
         (lambda: ball.reach_loss(5, target=[1.0, 2.0, float("nan")]), "target must be three"),

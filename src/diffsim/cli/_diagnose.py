@@ -125,6 +125,9 @@ def _run_mjcf(
     if wrt == MjcfInput.ctrl and step.nu == 0:
         raise CLIError(f"{path} has no actuators: --wrt ctrl has nothing to differentiate")
     goal = None if target is None else _parse_target(target)
+    # before anything is compiled (or built), as for the built-in systems
+    nbytes, seconds = _mjcf_cost(step, steps, samples)
+    seconds = check_cost(f"--samples {samples} over {steps} steps of {path}", nbytes, seconds)
     try:
         problem = step.reach_loss(steps, wrt.value, body=body, target=goal)
     except ValueError as err:
@@ -135,9 +138,6 @@ def _run_mjcf(
     opts = {"num_samples": samples, "devices": devices, "half_step": half}
     if sigma is not None:
         opts["sigma"] = sigma
-    # before anything is compiled, as for the built-in systems
-    nbytes, seconds = _mjcf_cost(step, steps, samples)
-    seconds = check_cost(f"--samples {samples} over {steps} steps of {path}", nbytes, seconds)
     with progress_bar(f"diagnose ({path})", 1, seconds, quiet) as advance:
         # is MJX's model MuJoCo's? (one compiled step along C's own trajectory)
         gap = step.compare_with_mujoco(mjx.COMPARE_STEPS) if compare else None

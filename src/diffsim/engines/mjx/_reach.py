@@ -37,7 +37,9 @@ class ReachLoss(NamedTuple):
 
 def reach_loss(step: MjxStep, num_steps: int, wrt: str, body: str | None, target: Any) -> ReachLoss:
     """:meth:`MjxStep.reach_loss` (its arguments and the errors it raises)."""
-    num_steps = check_int("num_steps", num_steps, minimum=1, maximum=INT32_MAX // 2)
+    num_steps = check_int("num_steps", num_steps, minimum=1)
+    if num_steps > INT32_MAX // 2:  # its half-step twin runs 2 · num_steps (int32 counter)
+        raise ValueError(f"num_steps must be at most {INT32_MAX // 2}, got {num_steps}")
     if wrt not in ("qvel0", "qpos0", "ctrl"):
         raise ValueError(f"wrt must be 'qvel0', 'qpos0' or 'ctrl', got {wrt!r}")
     if body is None:

@@ -21,6 +21,7 @@ import pytest
 sync_api = pytest.importorskip("playwright.sync_api")
 
 from diffsim.app import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from diffsim.app._model import OPTIMIZE_LABELS  # noqa: E402
 from diffsim.systems import projectile_wall as pw  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,11 +301,25 @@ def test_gradient_doctor_panel_follows_v0(page):
     assert page.locator("#doctor-flags li").count() == 0
 
 
-def test_optimize_default_lists_its_decisions_and_lands(page):
+def _optimize_from_8(page, choice: str) -> None:
+    """Run Optimize with ``choice`` from v₀ = 8 and wait for *this* run's result (an earlier
+    run's result stays on the page until the new one replaces it)."""
     _set_v0(page, 8.0)
-    page.check("#estimator-select input[value=decide]")
+    page.check(f"#estimator-select input[value={choice}]")
     page.click("#optimize-button")
-    page.wait_for_selector("#optimize-decisions", timeout=180_000)
+    header = f"{OPTIMIZE_LABELS[choice]} from v₀ = 8.00 m/s:"
+    page.wait_for_function(
+        "([header]) => { const r = document.getElementById('optimize-result');"
+        " const x = document.getElementById('optimize-landing');"
+        " return r !== null && x !== null && r.textContent.startsWith(header)"
+        " && x.textContent.endsWith(' m'); }",
+        arg=[header],
+        timeout=180_000,
+    )
+
+
+def test_optimize_default_lists_its_decisions_and_lands(page):
+    _optimize_from_8(page, "decide")
     items = page.locator("#optimize-decisions li").all_inner_texts()
     assert "lbfgs" in items[-2] and "stop" in items[-1], items
     landing = float(page.inner_text("#optimize-landing").removesuffix(" m"))
@@ -312,10 +327,7 @@ def test_optimize_default_lists_its_decisions_and_lands(page):
 
 
 def test_optimize_alpha_order_from_8_reaches_the_target(page):
-    _set_v0(page, 8.0)
-    page.check("#estimator-select input[value=alpha]")
-    page.click("#optimize-button")
-    page.wait_for_selector("#optimize-landing", timeout=180_000)
+    _optimize_from_8(page, "alpha")
     landing = float(page.inner_text("#optimize-landing").removesuffix(" m"))
     assert abs(landing - pw.TARGET) < 0.05
     final_v0 = float(page.inner_text("#optimize-v0"))

@@ -163,8 +163,36 @@ def test_cli_train_with_a_budget_is_the_library_run():
     r = TASKS["push-soft"].train("first", key=jax.random.PRNGKey(0), steps=8, budget=45)
     assert got["evaluations"] == int(r.evaluations) == 50
     assert got["budget"] == 45 and got["iterations"] == 8 and got["iterations_run"] == 5
-    np.testing.assert_allclose(got["history"]["loss"], np.asarray(r.history.loss), rtol=1e-12)
+    # the JSON's history holds the steps that ran
+    np.testing.assert_allclose(got["history"]["loss"], np.asarray(r.history.loss)[:5], rtol=1e-12)
     assert got["loss_final"] == pytest.approx(float(r.loss), rel=1e-12)
+
+
+@pytest.mark.slow  # a check and L-BFGS on 400 forces: ~30 s cold on 2 cores
+def test_cli_train_default_is_the_library_decide():
+    """``diffsim train`` without --estimator is ``Task.train``'s default method: the same
+    decisions, losses and evaluations (loss and gradient apart); the first decision on
+    push-soft (a smooth spring) is L-BFGS."""
+    out = runner.invoke(app, ["train", "--task", "push-soft", "--steps", "5", "--json"])
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    r = TASKS["push-soft"].train(key=jax.random.PRNGKey(0), steps=5)
+    assert got["method"] == "decide" and got["estimator"] is None
+    assert [d["method"] for d in got["decisions"]] == [d.method for d in r.decisions]
+    assert got["decisions"][0]["method"] == "lbfgs"
+    np.testing.assert_allclose(
+        got["history"]["loss"], np.asarray(r.history.loss)[: int(r.steps_run)], rtol=1e-12
+    )
+    assert got["iterations_run"] == int(r.steps_run) == 5
+    assert got["loss_evaluations"] == int(r.loss_evaluations)
+    assert got["gradient_evaluations"] == int(r.gradient_evaluations)
+    assert got["evaluations"] == got["loss_evaluations"] + got["gradient_evaluations"]
+    assert got["loss_final"] < got["loss_initial"]
+
+
+def test_task_train_refuses_an_unknown_method():
+    with pytest.raises(ValueError, match="method must be one of decide, lbfgs, zeroth"):
+        TASKS["friction"].train("adam", key=jax.random.PRNGKey(0))
 
 
 def test_training_a_task_again_compiles_nothing(caplog):
@@ -192,6 +220,10 @@ def test_training_a_task_again_compiles_nothing(caplog):
             ["--task", "friction", "-e", "first", "--decide-every", "5"],
             "--decide-every is an option of --estimator auto",
         ),
+        (["--task", "friction", "--method", "adam"], "method must be one of decide, lbfgs"),
+        (["--task", "friction", "-m", "lbfgs", "-e", "first"], "--estimator set the recipe"),
+        (["--task", "friction", "-m", "decide", "--decide-every", "2"], "--decide-every set"),
+        (["--task", "friction", "--budget", "3"], "budget must leave room for one decision"),
     ],
 )
 def test_cli_train_bad_input_one_line_exit_2(args, message):

@@ -79,3 +79,70 @@ def test_decide_options_are_checked():
         diffsim.Decide(phase_steps=0)
     with pytest.raises(ValueError, match="step_in_sigma"):
         diffsim.Decide(step_in_sigma=float("nan"))
+
+
+def _linear_policy_problem(num_states=6):
+    """One step of x' = x + u with u = Θx, cost |x' − c|² on the final state, x₁ ~ N(m, I):
+    on a fixed batch X of initial states the minimiser is closed-form least squares,
+    A = I + Θ = c x̄ᵀ S⁻¹ with S = mean(x xᵀ) over the batch."""
+    from diffsim.policies import PolicyObjective, linear_policy
+
+    m, c = jnp.array([1.0, -0.5]), jnp.array([0.3, 2.0])
+    obj = PolicyObjective(
+        lambda x, p, u: x + u,
+        linear_policy,
+        lambda key: m + jax.random.normal(key, (2,)),
+        cost=lambda x, u: jnp.zeros(()),
+        horizon=1,
+        terminal_cost=lambda x: jnp.sum((x - c) ** 2),
+        num_states=num_states,
+        key=jax.random.PRNGKey(7),
+    )
+
+    def optimum(mean, second):
+        return jnp.outer(c, mean) @ jnp.linalg.inv(second) - jnp.eye(2)
+
+    x = obj.sample_states(obj.key, num_states)
+    batch = optimum(x.mean(0), x.T @ x / num_states)
+    population = optimum(m, jnp.eye(2) + jnp.outer(m, m))
+    return obj, batch, population
+
+
+def test_a_policy_is_trained_on_its_fixed_batch_of_initial_states():
+    """The sample-average approximation: the default method on a PolicyObjective descends
+    the objective's own fixed batch by L-BFGS, to that batch's closed-form least-squares
+    minimiser (1e-6), not the population's (which differs by > 0.05 with 6 states). (With
+    this key the first check trusts the gradient; with others its 8 samples may raise a
+    false jump flag, z ≈ 2–3, and a short mixed phase comes first.)"""
+    obj, batch, population = _linear_policy_problem()
+    assert float(jnp.max(jnp.abs(batch - population))) > 0.05
+    r = diffsim.optimize(obj, jnp.zeros((2, 2)), key=jax.random.PRNGKey(1))
+    assert [d.method for d in r.decisions] == ["lbfgs", "stop"]
+    np.testing.assert_allclose(np.asarray(r.theta), np.asarray(batch), atol=1e-6)
+    assert float(r.loss) == pytest.approx(float(obj(r.theta)), rel=1e-12)
+
+
+@pytest.mark.slow  # four checks in each of two runs: ~1 min on 2 cores
+def test_later_phases_train_on_fresh_batches_and_the_loss_is_the_objectives():
+    """With L-BFGS phases of 3 steps, a run has several checks. ``resample=False`` keeps
+    the objective's batch throughout (its closed-form minimiser again); by default each
+    check after the first draws a fresh batch, so θ ends fitted to another batch (> 1e-3
+    from this one's minimiser), and the result's loss is still the given objective's at
+    the final θ."""
+    obj, batch, _ = _linear_policy_problem()
+    key = jax.random.PRNGKey(1)
+    fixed = diffsim.optimize(
+        obj,
+        jnp.zeros((2, 2)),
+        key=key,
+        method=diffsim.Decide(lbfgs_steps=3, max_phases=4, resample=False),
+    )
+    np.testing.assert_allclose(np.asarray(fixed.theta), np.asarray(batch), atol=1e-6)
+    fresh = diffsim.optimize(
+        obj, jnp.zeros((2, 2)), key=key, method=diffsim.Decide(lbfgs_steps=3, max_phases=4)
+    )
+    assert len(fresh.decisions) > 2
+    assert float(jnp.max(jnp.abs(fresh.theta - batch))) > 1e-3
+    assert float(fresh.loss) == pytest.approx(float(obj(fresh.theta)), rel=1e-12)
+    with pytest.raises(TypeError, match="resample"):
+        diffsim.Decide(resample=1)

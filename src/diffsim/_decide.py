@@ -15,6 +15,14 @@ failed or stopped where the gradient is exactly zero (a plateau), or a sampling 
 taken its steps. It stops when L-BFGS converges where the gradient is not exactly zero,
 or when the steps or the budget run out. Every decision is kept (:class:`Decision`), and
 every evaluation is counted, the checks' included.
+
+A policy (:class:`~diffsim.policies.PolicyObjective`) is a sample-average approximation:
+called as a loss it averages one fixed batch of initial states, a deterministic function of
+θ that an L-BFGS line search and its curvature pairs can use. The batch stays fixed within
+a phase and is drawn afresh at each check after the first (``resample``): a run of several
+phases then does not fit one batch, and each check sees states the phase before it did not
+train on. The result's loss is the given objective's, on its own batch, at the final θ (one
+more evaluation, counted).
 """
 
 from __future__ import annotations
@@ -30,12 +38,18 @@ import numpy as np
 import optax
 
 from ._checks import check_int
+from ._policy import PolicyObjective
 from .estimators import Auto, Exact, GradientEstimate
 from .estimators.auto import chosen_estimator, describe_choice
 
 CONVERGED = 1e-6
 """An L-BFGS phase that ends on an exactly zero gradient converged if its last non-zero
 gradient (largest component) was below this fraction of its first."""
+
+STALLED = 1e-3
+"""An L-BFGS phase that stops early (its line search found no decrease) with its last
+gradient (largest component) above this fraction of its first stalled: a kink or a jump
+the line search met (the friction task's box sliding off), not a minimum."""
 
 
 class Decision(NamedTuple):
@@ -71,6 +85,9 @@ class Decide(eqx.Module):
         max_phases: the most phases (checks) in one run (>= 1).
         step_in_sigma: a sampling phase's Adam learning rate, in units of the check's
             (largest) σ.
+        resample: for a :class:`~diffsim.policies.PolicyObjective`, draw its batch of
+            initial states afresh at each check after the first (see the module docstring);
+            ``False`` keeps the objective's own batch throughout.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -86,6 +103,7 @@ class Decide(eqx.Module):
     lbfgs_steps: int = eqx.field(static=True, default=100)
     max_phases: int = eqx.field(static=True, default=16)
     step_in_sigma: float = eqx.field(static=True, default=1.0)
+    resample: bool = eqx.field(static=True, default=True)
 
     def __check_init__(self) -> None:
         for name in ("phase_steps", "lbfgs_steps", "max_phases"):
@@ -94,11 +112,15 @@ class Decide(eqx.Module):
             raise TypeError(f"check must be a diffsim.estimators.Auto, got {self.check!r}")
         if not np.isfinite(self.step_in_sigma) or self.step_in_sigma <= 0:
             raise ValueError(f"step_in_sigma must be finite and > 0, got {self.step_in_sigma!r}")
+        if not isinstance(self.resample, bool):
+            raise TypeError(f"resample must be True or False, got {self.resample!r}")
 
 
 class Phases(NamedTuple):
     """What :func:`decide_and_descend` ran: each phase's result, the evaluations spent
-    and the step reached before it, the decisions, and the checks' own evaluations."""
+    and the step reached before it, the decisions, the checks' own evaluations, and the
+    given loss at the final θ where the last phase descended a resampled batch (else
+    ``None``: the last phase's own loss is the given one's)."""
 
     results: list[Any]
     spent_before: list[int]
@@ -106,6 +128,7 @@ class Phases(NamedTuple):
     decisions: tuple[Decision, ...]
     check_loss_evals: int
     check_grad_evals: int
+    final_loss: Any = None
 
 
 def smallest_budget(method: Decide, dim: int) -> int:
@@ -162,16 +185,21 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
     starts: list[int] = []
     check_evals = [0, 0]
     last = None
+    given = loss
     for _ in range(method.max_phases):
         if k >= steps or spent >= cap:
             break
         key, k_check, k_run = jax.random.split(key, 3)
+        if phases and method.resample and isinstance(given, PolicyObjective):
+            batch = jax.random.fold_in(k_check, 1)  # the other draws stay as they were
+            loss = eqx.tree_at(lambda o: o.key, given, batch)  # arrays: no recompile
         r = method.check(loss, theta, k_check)
         spent += int(r.num_loss_evals) + int(r.num_grad_evals)
         check_evals = [check_evals[0] + int(r.num_loss_evals),
                        check_evals[1] + int(r.num_grad_evals)]  # fmt: skip
         code = int(r.choice)
-        if code == 0 and last == "plateau":  # trusted, yet L-BFGS met an exact zero there
+        forced = code == 0 and last in ("plateau", "stalled")
+        if forced:  # trusted, yet L-BFGS failed there: sample
             code = 2
         elif code == 0 and last == "lbfgs":  # L-BFGS stopped where the gradient is trusted
             decisions.append(Decision(k, "stop", "converged: the exact gradient is trusted "
@@ -188,10 +216,7 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
             estimator = chosen_estimator(code, r.sigma_used, method.check.num_samples)
             optimizer = optax.adam(method.step_in_sigma * sigma)
             n = method.phase_steps
-            reason = describe_choice(r) if last != "plateau" else (
-                "the check finds no flag, but L-BFGS stopped where the exact gradient is "
-                "exactly zero without converging: a plateau the check's samples did not "
-                "show; zeroth order at the check's σ")  # fmt: skip
+            reason = _FORCED[str(last)] if forced else describe_choice(r)
             last = "mixed" if code == 1 else "zeroth"
         decisions.append(Decision(k, last, reason, spent))
         if progress is not None:
@@ -217,7 +242,24 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
                 last = None
             elif ended == "flat":  # never a non-zero gradient: not a minimum it reached
                 last = "plateau"
-    return Phases(phases, offsets, starts, tuple(decisions), *check_evals)
+            elif ended == "stalled":  # no decrease along a gradient still far from zero
+                last = "stalled"
+    final = None
+    if loss is not given and phases:  # the last phase's loss was on another batch
+        final = given(phases[-1].theta)
+        check_evals[0] += 1
+    return Phases(phases, offsets, starts, tuple(decisions), check_evals[0], check_evals[1], final)
+
+
+_FORCED = {
+    "plateau": "the check finds no flag, but L-BFGS stopped where the exact gradient is "
+    "exactly zero without converging: a plateau the check's samples did not show; zeroth "
+    "order at the check's σ",
+    "stalled": "the check finds no flag, but L-BFGS's line search found no decrease along "
+    "a gradient still far from zero: a kink or jump the check's samples did not show; "
+    "zeroth order at the check's σ",
+}
+"""Why a sampling phase follows a check that trusts the gradient, by how L-BFGS ended."""
 
 
 def _lowest(result: Any) -> tuple[Any, int]:
@@ -235,7 +277,8 @@ def _lowest(result: Any) -> tuple[Any, int]:
 def _lbfgs_end(result: Any) -> str:
     """How an L-BFGS phase ended: "rejected" (a trial loss NaN or inf), "flat" (the
     gradient was exactly zero from its start), "plateau" (it stopped where the gradient is
-    exactly zero after descending), "steps" (it ran all its steps) or "converged"."""
+    exactly zero after descending), "steps" (it ran all its steps), "stalled" (it stopped
+    early with the gradient above :data:`STALLED` of its first) or "converged"."""
     n = _ran(result)
     if int(result.rejected_at) >= 0:
         return "rejected"
@@ -252,4 +295,6 @@ def _lbfgs_end(result: Any) -> str:
             return "flat"
         if moving[-1] > CONVERGED * moving[0]:
             return "plateau"
-    return "steps" if n == result.history.loss.shape[0] else "converged"
+    if n == result.history.loss.shape[0]:
+        return "steps"
+    return "stalled" if norms[-1] > STALLED * norms[0] else "converged"

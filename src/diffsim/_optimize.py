@@ -434,7 +434,7 @@ def _decided(loss, theta0, method, steps, key, callback, budget) -> OptimizeResu
                 if int(p.rejected_at) >= 0]  # fmt: skip
     return OptimizeResult(
         last.theta,
-        last.loss,
+        last.loss if ran.final_loss is None else jnp.asarray(ran.final_loss, last.loss.dtype),
         jnp.asarray(loss_evals + grad_evals, jnp.int32),
         concat_histories(
             [p.history for p in ran.results],

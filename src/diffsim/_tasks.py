@@ -2,9 +2,11 @@
 
 A :class:`Task` is a loss of a decision θ (open-loop forces, or a policy's parameters)
 with the constants its experiment uses — the smoothing σ, the samples N, the optimiser and
-the number of iterations — so that ``TASKS[name].train("zeroth", key=...)`` runs the
-paper's experiment with any estimator, and ``diffsim train --task NAME`` runs it from the
-shell. :data:`TASKS` is the one registry the CLI, the benchmarks and the tests read.
+the number of iterations — so that ``TASKS[name].train(key=...)`` trains it with the
+default method (the doctor's evidence picks how to descend), ``TASKS[name].train("zeroth",
+key=...)`` runs the paper's experiment with any estimator, and ``diffsim train --task
+NAME`` runs either from the shell. :data:`TASKS` is the one registry the CLI, the
+benchmarks and the tests read.
 """
 
 from __future__ import annotations
@@ -20,13 +22,18 @@ import optax
 from jaxtyping import Array
 
 from ._checks import check_int
+from ._methods import METHODS
 from ._optimize import OptimizeResult, optimize
 from .estimators import ESTIMATORS, Estimator, make_estimator
 from .systems import box_trajopt as bt
 from .systems import tennis
 
 SMOOTHING = ("zeroth", "first", "alpha", "auto")
-"""The estimators a task trains with (those that take its σ and N)."""
+"""The estimators a task's recipe trains with (those that take its σ and N)."""
+
+METHOD_NAMES = ("decide", "lbfgs")
+"""The methods a task trains with that choose their gradient themselves
+(:data:`diffsim.METHODS`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,8 +55,10 @@ class Task:
         adam_rate: instead, Adam at this constant learning rate (``None``: not Adam).
         score: optional ``(loss, θ) -> number``, the task's own measure of success.
         score_name: what ``score`` measures.
-        estimators: (class attribute) the estimators a task trains with, those that take
-            its σ and N.
+        estimators: (class attribute) the estimators a task's recipe trains with, those
+            that take its σ and N.
+        methods: (class attribute) the methods that choose their gradient themselves:
+            ``"decide"`` (the default of :meth:`train`) and ``"lbfgs"``.
 
     Example:
         >>> from diffsim import TASKS, Task
@@ -59,11 +68,12 @@ class Task:
         >>> loss, u0 = t.build()
         >>> u0.shape, int(loss(u0))
         ((200,), 1821)
-        >>> Task.estimators
-        ('zeroth', 'first', 'alpha', 'auto')
+        >>> Task.estimators, Task.methods
+        (('zeroth', 'first', 'alpha', 'auto'), ('decide', 'lbfgs'))
     """
 
     estimators: ClassVar[tuple[str, ...]] = SMOOTHING
+    methods: ClassVar[tuple[str, ...]] = METHOD_NAMES
 
     name: str
     title: str
@@ -122,26 +132,42 @@ class Task:
             return f"Adam, learning rate {self.adam_rate:g}"
         return "Adam (optimize's default)"
 
-    def train(self, estimator: str | Estimator = "auto", *, key: Array, steps: int | None = None,
-              callback: Callable[[Array], None] | None = None,
+    def train(self, method: str | Estimator = "decide", *, key: Array,
+              steps: int | None = None, callback: Callable[[Array], None] | None = None,
               budget: int | None = None) -> OptimizeResult:  # fmt: skip
-        """Train θ from the task's start with ``estimator`` (a name or an
-        :class:`~diffsim.estimators.Estimator`) by :func:`diffsim.optimize`, σ held fixed,
-        for ``steps`` iterations (default: the experiment's); ``callback`` and ``budget``
-        (simulator evaluations at most, within one step) as ``optimize``'s.
+        """Train θ from the task's start by :func:`diffsim.optimize`, for at most ``steps``
+        iterations (default: the experiment's); ``callback`` and ``budget`` (simulator
+        evaluations at most, within one step) as ``optimize``'s.
+
+        ``method`` is one of :attr:`methods` — ``"decide"`` (the default: the doctor's
+        evidence picks how to descend, L-BFGS on the exact gradient where it is trusted;
+        a policy task's batch of initial states is the sample-average approximation,
+        see :class:`~diffsim.Decide`) or ``"lbfgs"`` (the exact gradient with L-BFGS,
+        trusted or not) — or the paper's recipe with an estimator: one of
+        :attr:`estimators` (with this task's σ and N) or an
+        :class:`~diffsim.estimators.Estimator`, the recipe's optimiser, σ held fixed.
 
         Example:
             >>> import jax
             >>> from diffsim import TASKS
             >>> t = TASKS["push-soft"]
-            >>> r = t.train("first", key=jax.random.PRNGKey(0), steps=50)
+            >>> r = t.train("first", key=jax.random.PRNGKey(0), steps=50)  # the recipe
             >>> loss, u0 = t.build()
             >>> bool(r.loss < 0.6 * loss(u0))  # the box is pushed most of the way
             True
+            >>> d = t.train(key=jax.random.PRNGKey(0), steps=5)  # the default: decide
+            >>> [x.method for x in d.decisions], int(d.steps_run)  # a smooth spring: L-BFGS
+            (['lbfgs'], 5)
         """
-        est = self.estimator(estimator) if isinstance(estimator, str) else estimator
         steps = self.steps if steps is None else check_int("steps", steps, minimum=1)
         (loss, theta0), opt = self.problem(), self.optimizer()
+        if isinstance(method, str) and method in self.methods:
+            return optimize(loss, theta0, steps=steps, key=key, callback=callback,
+                            budget=budget, **METHODS[method].options(None))  # fmt: skip
+        if isinstance(method, str) and method not in self.estimators:
+            known = ", ".join((*self.methods, *self.estimators))
+            raise ValueError(f"method must be one of {known} or an Estimator, got {method!r}")
+        est = self.estimator(method) if isinstance(method, str) else method
         return optimize(loss, theta0, est, steps=steps, key=key, optimizer=opt,
                         sigma_anneal=None, callback=callback, budget=budget)  # fmt: skip
 

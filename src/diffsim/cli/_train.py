@@ -1,4 +1,5 @@
-"""``diffsim train``: a control task of the paper trained with any estimator.
+"""``diffsim train``: a control task of the paper trained by the default method, L-BFGS, or
+the paper's recipe with any estimator.
 
 A thin shell over :data:`diffsim.TASKS` (:meth:`diffsim.Task.train`).
 """
@@ -13,6 +14,7 @@ import numpy as np
 import typer
 
 from .. import TASKS, Task
+from ..estimators import Estimator
 from ._common import (
     CLIError,
     app,
@@ -33,74 +35,103 @@ MAX_STEPS = 100_000
 _TASK_HELP = "; ".join(f"{t.name}: {t.title}" for t in TASKS.values())
 
 
+METHOD_HELP = (
+    "How to train: decide (the default: the doctor's evidence picks how to descend, L-BFGS "
+    "on the exact gradient where it is trusted, sampling phases where it is not), lbfgs "
+    "(the exact gradient with L-BFGS, trusted or not), or recipe (the paper's recipe with "
+    "--estimator: the task's σ, N, optimiser; implied by --estimator)."
+)
+METHOD_CHOICES = (*Task.methods, "recipe")
+
+
 @app.command(name="train")
 def train_cmd(
     task: str = typer.Option(..., "--task", help=_TASK_HELP),
-    estimator: str = typer.Option(
-        "auto", "--estimator", "-e", help=f"One of {', '.join(Task.estimators)} (σ, N: the task's)."
+    method: str | None = typer.Option(None, "--method", "-m", help=METHOD_HELP),
+    estimator: str | None = typer.Option(
+        None,
+        "--estimator",
+        "-e",
+        help=f"One of {', '.join(Task.estimators)} (σ, N: the task's); --method recipe only "
+        "(the default there: auto).",
     ),
-    steps: int = typer.Option(0, "--steps", help="Iterations (0: the experiment's)."),
+    steps: int = typer.Option(0, "--steps", help="Iterations at most (0: the experiment's)."),
     decide_every: int = typer.Option(
         0,
         "--decide-every",
-        help="auto only: decide on one step in K, reuse the chosen "
+        help="--estimator auto only: decide on one step in K, reuse the chosen "
         "estimator between (0: decide on every step).",
     ),
     budget: int = typer.Option(
         0,
         "--budget",
         help="Simulator evaluations at most (loss + gradient; the run stops within one "
-        "step of it: to compare estimators at equal cost). 0: no budget.",
+        "step of it: to compare methods at equal cost). 0: no budget.",
     ),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Train a control task (Suh et al.'s experiments; MuJoCo models through MJX) with one
-    estimator and the task's recipe."""
+    """Train a control task (Suh et al.'s experiments; MuJoCo models through MJX): by
+    default the method the doctor's evidence picks; --estimator NAME runs the paper's
+    recipe with one estimator."""
     spec = TASKS[registry_choice("--task", task, TASKS)]
-    if estimator not in Task.estimators:
-        raise CLIError(f"estimator must be one of {', '.join(Task.estimators)}, got {estimator!r}")
+    method = _check_method(method, estimator, decide_every)
+    recipe = method == "recipe"
+    estimator = (estimator or "auto") if recipe else None
     steps = check_count("steps", steps, 0, MAX_STEPS, "a run that long is for the API")
     steps = steps or spec.steps
     decide_every = check_count("decide-every", decide_every, 0, MAX_STEPS, "as --steps")
     if decide_every and estimator != "auto":
         raise CLIError(f"--decide-every is an option of --estimator auto, not {estimator}")
-    est = spec.estimator(estimator)
-    if decide_every:
-        est = dataclasses.replace(est, decide_every=decide_every)
+    chosen: str | Estimator = method
+    if estimator is not None:
+        chosen = spec.estimator(estimator)
+        if decide_every:
+            chosen = dataclasses.replace(chosen, decide_every=decide_every)
     budget = check_count("budget", budget, 0, 2**31 - 1, "the evaluation counter's range")
     check_seed(seed)
     start = time.perf_counter()
     # a rough per-iteration cost, only to decide whether a progress bar is worth showing
     guess = steps * (0.5 if spec.score is not None else 0.01) * (4 if estimator == "auto" else 1)
     with progress_bar(f"train {spec.name}", steps, guess, json_out) as advance:
-        r = spec.train(est, key=jax.random.PRNGKey(seed), steps=steps, budget=budget or None,
-                       callback=lambda k: advance(completed=int(k)))  # fmt: skip
+        try:
+            r = spec.train(chosen, key=jax.random.PRNGKey(seed), steps=steps,
+                           budget=budget or None,
+                           callback=lambda k: advance(completed=int(k)))  # fmt: skip
+        except ValueError as err:  # e.g. a budget too small for one decision
+            raise CLIError(str(err)) from None
         jax.block_until_ready(r)
     seconds = time.perf_counter() - start
-    losses = np.asarray(r.history.loss, float)  # L(θ_k) for k = 0 … K − 1
+    ran = int(r.steps_run)
+    losses = np.asarray(r.history.loss, float)[:ran]  # L(θ_k) for the steps that ran
     loss, theta0 = spec.problem()
     loss0 = float(loss(theta0))
     out = {
         "task": spec.name,
+        "method": method,
         "estimator": estimator,
-        "sigma": spec.sigma,
-        "samples": spec.num_samples,
+        "sigma": spec.sigma if recipe else None,
+        "samples": spec.num_samples if recipe else None,
         "decide_every": decide_every or None,
         "budget": budget or None,
         "iterations": steps,
-        "iterations_run": int(np.sum(np.diff(np.asarray(r.history.evaluations), prepend=0) > 0)),
+        "iterations_run": ran,
         "dtype": precision_name(),
         "loss_initial": loss0,
         "loss_final": float(r.loss),
         "evaluations": int(r.evaluations),
+        "loss_evaluations": int(r.loss_evaluations),
+        "gradient_evaluations": int(r.gradient_evaluations),
+        "decisions": [d._asdict() for d in r.decisions],
         "seconds": seconds,
         "history": {"loss": losses.tolist()},
     }
     keys = ["loss_initial", "loss_final"]
     if spec.score is not None:
         out[spec.score_name.replace(" ", "_")] = float(spec.score(loss, r.theta))
-    inputs = f"--task {spec.name} --estimator {estimator} --steps {steps} --seed {seed}"
+    inputs = f"--task {spec.name} --method {method} --steps {steps} --seed {seed}"
+    if estimator is not None:
+        inputs += f" --estimator {estimator}"
     if decide_every:
         inputs += f" --decide-every {decide_every}"
     if budget:
@@ -109,20 +140,54 @@ def train_cmd(
     if json_out:
         print_json(out)
         return
-    title = f"{spec.name} with {estimator}: σ = {spec.sigma:g}, N = {spec.num_samples}"
-    if decide_every:
-        title += f", deciding on one step in {decide_every}"
+    _print_run(spec, out, losses, r.decisions)
+
+
+def _check_method(method: str | None, estimator: str | None, decide_every: int) -> str:
+    """The method to run: ``--method`` if given (checked against the choices and the
+    recipe's flags), else recipe when an estimator or --decide-every is given, else
+    decide."""
+    if method is None:
+        method = "recipe" if estimator is not None or decide_every else "decide"
+    if method not in METHOD_CHOICES:
+        raise CLIError(f"method must be one of {', '.join(METHOD_CHOICES)}, got {method!r}")
+    if estimator is not None and estimator not in Task.estimators:
+        raise CLIError(f"estimator must be one of {', '.join(Task.estimators)}, got {estimator!r}")
+    if method != "recipe":
+        given = [f"--{k}" for k, v in (("estimator", estimator), ("decide-every", decide_every))
+                 if v]  # fmt: skip
+        if given:
+            raise CLIError(
+                f"{', '.join(given)} set the recipe; --method {method} chooses its gradient "
+                "and steps itself"
+            )
+    return method
+
+
+def _print_run(spec: Task, out: dict, losses: np.ndarray, decisions: tuple) -> None:
+    """The run as a table of losses, its decisions and one summary line."""
+    ran, steps = out["iterations_run"], out["iterations"]
+    if out["method"] == "recipe":
+        title = f"{spec.name} with {out['estimator']}: σ = {spec.sigma:g}, N = {spec.num_samples}"
+        if out["decide_every"]:
+            title += f", deciding on one step in {out['decide_every']}"
+    else:
+        title = f"{spec.name} with {out['method']}"
     table = titled_table(title)
     table.add_column("iterate k", justify="right")
     table.add_column("loss L(θ_k)", justify="right")
-    for k in sorted({0, steps // 4, steps // 2, (3 * steps) // 4} - {steps}):
+    for k in sorted({0, ran // 4, ran // 2, (3 * ran) // 4} - {ran}):
         table.add_row(str(k), f"{losses[k]:.6g}")
-    table.add_row(str(steps), f"{out['loss_final']:.6g}")
+    table.add_row(str(ran), f"{out['loss_final']:.6g}")
     console.print(table)
-    ran = "" if out["iterations_run"] == steps else f" ({out['iterations_run']} run: --budget)"
+    for d in decisions:
+        console.print(
+            f"step {d.step:4d}, {d.evaluations:6d} evaluations: {d.method:6s} ({d.reason})"
+        )
+    stopped = "" if ran == steps else f" ({ran} of {steps} run)"
     line = (
-        f"loss {loss0:.6g} → {out['loss_final']:.6g} in {steps} iterations{ran}, "
-        f"{out['evaluations']} simulator evaluations, {seconds:.1f} s"
+        f"loss {out['loss_initial']:.6g} → {out['loss_final']:.6g} in {ran} iterations"
+        f"{stopped}, {out['evaluations']} simulator evaluations, {out['seconds']:.1f} s"
     )
     if spec.score is not None:
         line += f"; {spec.score_name}: {out[spec.score_name.replace(' ', '_')]:.0%}"

@@ -15,7 +15,6 @@ from diffsim import rollout
 from diffsim.contact import SphereContact, WithContact, sphere_impact_fraction
 from diffsim.integrators import SemiImplicitEuler, VelocityVerlet
 
-
 _THETA = {"g": 0.0}  # rollout needs a θ with an array; these contacts read none
 
 
@@ -74,7 +73,7 @@ def test_impact_fraction_matches_analytic_contact_time():
             d0 = d_c - t_c_true * w
             a, b, c = w @ w, 2 * d0 @ w, d0 @ d0 - radius_sum**2
             t_c = (-b - np.sqrt(b * b - 4 * a * c)) / (2 * a)
-            hit, alpha = sphere_impact_fraction(*_f64(d0, d0 + w), radius_sum)
+            hit, alpha = sphere_impact_fraction(jnp.asarray(d0), jnp.asarray(d0 + w), radius_sum)
             assert bool(hit)
             assert abs(float(alpha) - t_c) < 1e-10
             assert abs(float(alpha) - t_c_true) < 1e-10
@@ -164,9 +163,13 @@ def test_momentum_conserved_and_energy_bounded():
     rng = np.random.default_rng(1)
     x0, v0 = _f64(g + rng.uniform(-0.02, 0.02, (n, 2)), rng.normal(0, 0.5, (n, 2)))
     mass = jnp.asarray(rng.uniform(0.5, 2.0, n))
-    for kw in ({"toi": True}, {"toi": False}, {"smoothing": 1e-3}):
-        step = WithContact(_free(0.002), SphereContact(radius=r, e=0.9, mass=mass, **kw))
-        xs, vs = rollout(step, (x0, v0), _THETA, 300)
+    for contact in (
+        SphereContact(radius=r, e=0.9, mass=mass, toi=True),
+        SphereContact(radius=r, e=0.9, mass=mass),
+        SphereContact(radius=r, e=0.9, mass=mass, smoothing=1e-3),
+    ):
+        step = WithContact(_free(0.002), contact)
+        _, vs = rollout(step, (x0, v0), _THETA, 300)
         p = jnp.einsum("i,tid->td", mass, vs)
         np.testing.assert_allclose(p, jnp.broadcast_to(mass @ v0, p.shape), atol=1e-12)
         energy = 0.5 * jnp.einsum("i,tid,tid->t", mass, vs, vs)

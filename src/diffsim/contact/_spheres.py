@@ -65,7 +65,10 @@ def sphere_impact_fraction(d0, d1, radius_sum):
     b = 2 * jnp.sum(d0 * delta, axis=-1)
     c = jnp.sum(d0 * d0, axis=-1) - radius_sum**2
     disc = b * b - 4 * a * c
-    real = disc >= 0
+    # > 0, not >= 0: a pair at rest relative to each other has disc = 0, where √ has an
+    # infinite derivative (NaN once multiplied by a zero cotangent); a contact exactly
+    # grazing (disc = 0 with motion) is a measure-zero event, counted as a miss
+    real = disc > 0
     root = jnp.where(real, jnp.sqrt(jnp.where(real, disc, 1.0)), 0.0)
     alpha = safe_div(2 * c, root - b)
     crossed = (c >= 0) & (b < 0) & real & (alpha <= 1.0)

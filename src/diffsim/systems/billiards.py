@@ -32,9 +32,17 @@ state, and so whose gradient, does not see where inside the step the balls met.
 Examples:
     >>> import jax.numpy as jnp
     >>> from diffsim.systems import billiards
-    >>> x0, v0 = billiards.initial_state(jnp.asarray(billiards.CUE_X0), jnp.asarray(billiards.CUE_V0))
+    >>> x0, v0 = billiards.initial_state(jnp.array([0.1, 0.5]), jnp.array([0.3, 0.0]))
     >>> x0.shape, [round(float(c), 3) for c in x0[billiards.TARGET]]  # 11 balls; the target
-    ((11, 2), [0.68, 0.527])
+    ((11, 2), [0.68, 0.617])
+    >>> billiards.RADIUS, billiards.ELASTICITY, billiards.H, billiards.GOAL
+    (0.03, 0.8, 0.003, (0.9, 0.75))
+    >>> billiards.STEPS, billiards.NUM_STEPS, billiards.LAYERS, billiards.N_BALLS
+    (1024, 1023, 4, 11)
+    >>> billiards.CUE_X0, billiards.CUE_V0, billiards.CUE_SPEED, sorted(billiards.THETA0)
+    ((0.1, 0.5), (0.3, 0.0), 0.3, ['v', 'x'])
+    >>> billiards.LEARNING_RATE, billiards.ITERATIONS  # DiffTaichi's recipe
+    (0.01, 200)
 """
 
 from __future__ import annotations
@@ -101,7 +109,7 @@ def initial_state(cue_x: Array, cue_v: Array) -> tuple[Array, Array]:
         >>> import jax.numpy as jnp
         >>> from diffsim.systems.billiards import initial_state
         >>> x, v = initial_state(jnp.array([0.1, 0.5]), jnp.array([0.3, 0.0]))
-        >>> [round(float(c), 3) for c in x[1]], float(v.sum())  # the triangle's apex; at rest
+        >>> [round(float(c), 3) for c in x[1]], round(float(v.sum()), 6)  # the apex; at rest
         ([0.5, 0.5], 0.3)
     """
     cue_x, cue_v = jnp.asarray(cue_x), jnp.asarray(cue_v)
@@ -145,7 +153,7 @@ def billiards_loss(theta: Any, toi: bool = True, num_steps: int = NUM_STEPS) -> 
         >>> import jax.numpy as jnp
         >>> from diffsim.systems.billiards import THETA0, billiards_loss
         >>> round(float(billiards_loss(THETA0, num_steps=10)), 4)  # the triangle at rest yet
-        0.0518
+        0.0661
     """
     num_steps = check_int("num_steps", num_steps)
     x0, v0 = initial_state(theta["x"], theta["v"])

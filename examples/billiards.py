@@ -53,7 +53,7 @@ def main(num_angles: int = 400, out: pathlib.Path = OUT) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description="DiffTaichi's billiards on diffsim")
     parser.add_argument("--angles", type=int, default=400, help="angles per landscape")
     args = parser.parse_args()
     for name, (start, end) in main(args.angles).items():

@@ -108,8 +108,9 @@ def test_recipe_reduces_the_loss_quickly():
 @pytest.mark.slow
 def test_difftaichis_recipe_with_and_without_toi():
     # the full recipe: 200 steps of gradient descent, lr 0.01, 1,023 steps of the table.
-    # With TOI the loss falls from 0.0457 to ~0.0011; without it only to ~0.0037 (DiffTaichi
-    # reports the same ordering: the TOI gradient optimises better)
+    # With TOI the loss falls from 0.0457 to ~0.0011; without it only to ~0.0037 (the naive
+    # gradient misses where inside a step the balls met: measured here, not DiffTaichi's
+    # published numbers, which this repository does not have)
     with_toi, without = b.train(True), b.train(False)
     assert float(with_toi.history.loss[0]) == pytest.approx(0.04566, rel=1e-3)
     assert float(with_toi.loss) < 0.002 < float(without.loss) < float(without.history.loss[0])

@@ -131,6 +131,7 @@ _SLOW_TESTS = (
     "tests/test_readme.py::test_readme_python_blocks_run",
     "tests/test_readme.py::test_docs_python_blocks_run[docs/concepts/doctor.md]",
     "tests/test_readme.py::test_docs_python_blocks_run[docs/guides/optimize-contact.md]",
+    "tests/test_readme.py::test_docs_python_blocks_run[docs/guides/difftaichi.md]",
     "tests/test_registries.py::test_estimator_declares_and_reports[auto]",
     "tests/test_registries.py::test_estimator_through_the_cli[auto]",
     "tests/test_registries.py::test_worked_example_estimator",

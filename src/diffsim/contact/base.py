@@ -1,10 +1,12 @@
 """The contact bases: :class:`Contact` and its two kinds.
 
 A contact model changes a free-flight step near a plane ``n·x = c`` (the ground, a wall;
-:class:`~diffsim.contact.Plane`). Two kinds exist:
+:class:`~diffsim.contact.Plane`) or between bodies (:class:`~diffsim.contact.SphereContact`).
+Two kinds exist:
 
-* **event contacts** (:class:`EventContact`: restitution impulses, stop-dead) take the free
-  step ``s0 -> s1`` of any integrator and correct it when the step crossed the plane;
+* **event contacts** (:class:`EventContact`: restitution impulses, stop-dead, sphere
+  collisions) take the free step ``s0 -> s1`` of any integrator and correct it where the
+  step met a contact (:class:`PlaneEventContact` for those at a plane);
 * **force contacts** (:class:`ForceContact`: penalty springs) add a force to the
   acceleration that the integrator integrates.
 
@@ -41,11 +43,10 @@ class Contact(eqx.Module):
         True
     """
 
-    plane: eqx.AbstractVar[Plane]
-
 
 class EventContact(Contact):
-    """A contact that corrects a free step that crossed the plane.
+    """A contact that corrects a free step where it met the contact (crossed a plane, or
+    brought two bodies together).
 
     ``resolve`` works on the coordinate view (:class:`~diffsim.contact.Coords`: one array
     per coordinate, with ``+``, ``-``, scaling and :func:`~diffsim.contact.where`), so that a
@@ -63,15 +64,28 @@ class EventContact(Contact):
         [0.05, 0.2]
     """
 
-    location: eqx.AbstractVar[Literal["substep", "linear"]]
-    """How a time-of-impact correction locates the impact: ``"substep"`` or ``"linear"``."""
-
     @abc.abstractmethod
     def resolve(
         self, integrator: Integrator, state0: tuple[Coords, Coords], state1, theta, u
     ) -> tuple[Coords, Coords]:
         """Given the free step ``state0 -> state1`` (coordinates), return the corrected
         ``(x', v')`` (coordinates)."""
+
+
+class PlaneEventContact(EventContact):
+    """An event contact at a :class:`~diffsim.contact.Plane`, which locates its impact
+    with :func:`~diffsim.contact.locate_impact` (:class:`~diffsim.contact.Restitution`,
+    :class:`~diffsim.contact.StopDead`).
+
+    Examples:
+        >>> from diffsim.contact import PlaneEventContact, Restitution, SphereContact
+        >>> issubclass(Restitution, PlaneEventContact), issubclass(SphereContact, PlaneEventContact)
+        (True, False)
+    """
+
+    plane: eqx.AbstractVar[Plane]
+    location: eqx.AbstractVar[Literal["substep", "linear"]]
+    """How a time-of-impact correction locates the impact: ``"substep"`` or ``"linear"``."""
 
     def locate(self, integrator, state0, state1, theta, u, within_extent: bool = True):
         """Where inside the free step the body met this contact's plane
@@ -94,6 +108,8 @@ class ForceContact(Contact):
         >>> isinstance(spring, ForceContact), float(a)
         (True, 1.0)
     """
+
+    plane: eqx.AbstractVar[Plane]
 
     @abc.abstractmethod
     def accel_coords(self, x: Coords, v: Coords, theta) -> Coords:

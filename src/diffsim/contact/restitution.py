@@ -12,10 +12,10 @@ from .._coords import Coords, where
 from ._impact import with_h
 from ._plane import Plane, check_param, check_plane, crossing, param
 from ._switches import blend, edge_weights, naive_contact, smoothed_contact
-from .base import EventContact, _check_event_mode
+from .base import PlaneEventContact, _check_event_mode
 
 
-class Restitution(EventContact):
+class Restitution(PlaneEventContact):
     r"""A restitution impulse at a plane: the normal velocity flips, :math:`v_n^+ = -e v_n^-`.
 
     Three variants, chosen by the static ``toi`` and whether ``smoothing`` is given:

@@ -11,10 +11,10 @@ from .._coords import where
 from ._impact import with_h
 from ._plane import Plane, check_plane, crossing
 from ._switches import blend, edge_weights, naive_contact, smoothed_contact
-from .base import EventContact, _check_event_mode
+from .base import PlaneEventContact, _check_event_mode
 
 
-class StopDead(EventContact):
+class StopDead(PlaneEventContact):
     r"""Perfectly inelastic, sticking contact: on impact the body stops, :math:`v^+ = 0`.
 
     * naive (``toi=False``): a step ending inside the plane while approaching is projected

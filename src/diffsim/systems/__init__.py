@@ -12,6 +12,7 @@ Public modules built on these parts rather than systems with a factory:
 ``projectile_wall`` (the article's wall, closed form and time-stepped), ``wall_study``
 (optimising over the wall, its smoothed loss), ``pushing`` and ``box_trajopt`` (trajectory
 optimisation), ``tennis`` (a controller through contact: a paddle returning a ball) and
+``billiards`` (DiffTaichi's billiards: contact between eleven balls) and
 ``battery`` (the doctor's validation battery and the presets ``diffsim diagnose --system``
 examines).
 
@@ -28,6 +29,7 @@ Examples:
 """
 
 from . import battery as battery
+from . import billiards as billiards
 from . import box_trajopt as box_trajopt
 from . import projectile_wall as projectile_wall
 from . import pushing as pushing
@@ -74,6 +76,7 @@ __all__ = [
     "System",
     "SystemSpec",
     "battery",
+    "billiards",
     "bouncing_ball",
     "bouncing_ball_event_driven",
     "bouncing_ball_final_state",

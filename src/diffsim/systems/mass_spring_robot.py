@@ -59,6 +59,7 @@ from jaxtyping import Array
 from .._checks import INT32_MAX, check_int, check_key
 from .._optimize import OptimizeResult, optimize
 from .._policy import PolicyObjective
+from .._rollout import rollout as _rollout
 from ..estimators import Exact
 
 H = 0.004
@@ -363,18 +364,23 @@ _LEGS_AND_BODY = [("square", 0, 2, 0.0), ("square", 1, 2, 0.0), ("square", 2, 1,
 _BUILDERS = {
     "A": _robot_a,
     "B": lambda: _mesh_robot(
-        [("triangle", 2, 0, 0.0), ("triangle", 0, 0, 0.0), ("square", 0, 1, 0.15)]
-        + _LEGS_AND_BODY
+        [("triangle", 2, 0, 0.0), ("triangle", 0, 0, 0.0), ("square", 0, 1, 0.15)] + _LEGS_AND_BODY
     ),
     "C": lambda: _mesh_robot(
         [("square", 2, 0, 0.15), ("square", 0, 0, 0.15), ("square", 0, 1, 0.15)]
-        + _LEGS_AND_BODY + [("square", 2, 3, 0.0), ("square", 2, 4, 0.0)]
+        + _LEGS_AND_BODY
+        + [("square", 2, 3, 0.0), ("square", 2, 4, 0.0)]
     ),
     "D": lambda: _mesh_robot(
         [("square", 2, 0, 0.15), ("square", 0, 0, 0.15), ("square", 0, 1, 0.15)]
         + _LEGS_AND_BODY
-        + [("square", 2, 3, 0.0), ("square", 2, 4, 0.0), ("square", 3, 1, 0.0),
-           ("square", 4, 0, 0.15), ("square", 4, 1, 0.15)]  # fmt: skip
+        + [
+            ("square", 2, 3, 0.0),
+            ("square", 2, 4, 0.0),
+            ("square", 3, 1, 0.0),
+            ("square", 4, 0, 0.15),
+            ("square", 4, 1, 0.15),
+        ]
     ),
 }
 ROBOTS = tuple(_BUILDERS)
@@ -534,18 +540,27 @@ def objective(robot: Robot, *, toi: bool = False, num_steps: int = NUM_STEPS) ->
     )
 
 
+def _closed_loop(state: RobotState, params: tuple[Robot, Any], *, toi: bool) -> RobotState:
+    robot, theta = params
+    return step(state, robot, controller(observe(state), theta), toi=toi)
+
+
+# module-level steps: diffsim.rollout compiles once per step function, not once per call
+_CLOSED_LOOP = {False: partial(_closed_loop, toi=False), True: partial(_closed_loop, toi=True)}
+
+
 def rollout(
     robot: Robot, theta: dict[str, Array], *, toi: bool = False, num_steps: int = NUM_STEPS
 ) -> tuple[Array, Array]:
-    """Positions and velocities of every state under the controller θ.
+    """Positions and velocities of every state under the controller θ (the dynamics
+    :func:`objective` rolls out).
 
     Returns:
         ``(x, v)``, each (num_steps, n, 2): state 0 (the robot at rest) to state
         num_steps − 1.
     """
-    _, states, _ = objective(robot, toi=toi, num_steps=num_steps).trajectory(
-        theta, initial_state(robot)
-    )
+    num_steps = check_int("num_steps", num_steps, minimum=2, maximum=INT32_MAX)
+    states = _rollout(_CLOSED_LOOP[bool(toi)], initial_state(robot), (robot, theta), num_steps - 1)
     return states.x, states.v
 
 
@@ -565,7 +580,8 @@ def normalised_descent(step_size: float) -> optax.GradientTransformation:
         raise ValueError(f"step_size must be a finite number > 0, got {step_size!r}")
 
     def update(updates: Any, state: Any, params: Any = None) -> tuple[Any, Any]:
-        scale = -step_size / (optax.global_norm(updates) + 1e-6)
+        norm = jnp.sqrt(sum(jnp.sum(g * g) for g in jax.tree_util.tree_leaves(updates)))
+        scale = -step_size / (norm + 1e-6)
         return jax.tree_util.tree_map(lambda g: scale * g, updates), state
 
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)

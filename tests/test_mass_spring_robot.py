@@ -235,6 +235,8 @@ def test_bad_json_file_errors_start_with_the_path(tmp_path):
     path.write_text(json.dumps({"points": POINTS, "springs": [[0, 1, None, 1e4, 0.1]], "x": 1}))
     with pytest.raises(ValueError, match=r"bad.json: unknown fields \['x'\]"):
         msr.Robot.from_json(path)
+    with pytest.raises(ValueError, match=r"missing.json: cannot read the robot file"):
+        msr.Robot.from_json(tmp_path / "missing.json")
 
 
 def test_controller_init_has_difftaichis_shapes_and_scales():

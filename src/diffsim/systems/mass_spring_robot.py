@@ -258,8 +258,8 @@ class Robot(eqx.Module):
         (``head`` optional; a rest length ``null`` is the distance between the points).
 
         Raises:
-            ValueError: the file is not JSON or not such an object, or a field is bad; the
-                message starts with the path (one line, for the CLI).
+            ValueError: the file cannot be read, is not JSON or not such an object, or a
+                field is bad; the message starts with the path (one line, for the CLI).
 
         Example:
             >>> import os, tempfile
@@ -274,6 +274,8 @@ class Robot(eqx.Module):
                 data = json.load(f)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}: not JSON ({err})") from None
+        except (OSError, UnicodeDecodeError) as err:  # one ValueError for the CLI's one line
+            raise ValueError(f"{path}: cannot read the robot file ({err})") from None
         if not isinstance(data, dict) or not {"points", "springs"} <= set(data):
             raise ValueError(f'{path}: must be an object with "points" and "springs"')
         unknown = set(data) - {"points", "springs", "head"}
@@ -587,6 +589,26 @@ def normalised_descent(step_size: float) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda params: optax.EmptyState(), update)
 
 
+def problem(
+    robot: Robot,
+    key: Array,
+    *,
+    toi: bool = False,
+    num_steps: int = NUM_STEPS,
+) -> tuple[PolicyObjective, dict[str, Array]]:
+    """``(loss, θ₀)``: :func:`objective` and :func:`controller_init`'s θ from ``key`` —
+    the pair :func:`diffsim.optimize` (or any estimator) takes.
+
+    Example:
+        >>> import jax
+        >>> from diffsim.systems import mass_spring_robot as msr
+        >>> loss, theta0 = msr.problem(msr.Robot.builtin("B"), jax.random.PRNGKey(0))
+        >>> loss.horizon, theta0["w2"].shape
+        (681, (30, 32))
+    """
+    return objective(robot, toi=toi, num_steps=num_steps), controller_init(robot, key)
+
+
 def train(
     robot: Robot,
     key: Array,
@@ -597,10 +619,22 @@ def train(
     num_steps: int = NUM_STEPS,
 ) -> OptimizeResult:
     """DiffTaichi's recipe: θ from :func:`controller_init`, then ``iterations`` steps of
-    :func:`normalised_descent` on the exact gradient, through :func:`diffsim.optimize`.
+    :func:`normalised_descent` on the exact gradient, through :func:`diffsim.optimize`:
+
+    ``optimize(loss, theta0, Exact(), steps=iterations, optimizer=normalised_descent(0.2))``
+    with ``(loss, theta0) = problem(robot, key_init, toi=toi)``.
 
     ``result.history.loss[k]`` is the loss at iteration k before its update (DiffTaichi's
-    printed ``Loss``); ``result.theta`` the controller after the last update.
+    printed ``Loss``); ``result.theta`` the controller after the last update, and
+    ``result.loss`` its loss.
+
+    Args:
+        robot: the :class:`Robot`.
+        key: PRNG key (split into the initial weights' key and ``optimize``'s).
+        toi: ground contact at the time of impact (DiffTaichi's ``use_toi``).
+        iterations: gradient steps (>= 1; DiffTaichi: 100).
+        step_size: length of each step in θ (> 0; DiffTaichi: 0.2).
+        num_steps: states per rollout (>= 2; DiffTaichi: 682).
 
     Example:
         >>> import jax
@@ -613,9 +647,10 @@ def train(
     check_key("key", key)
     iterations = check_int("iterations", iterations, minimum=1, maximum=INT32_MAX)
     k_init, k_opt = jax.random.split(key)
+    loss, theta0 = problem(robot, k_init, toi=toi, num_steps=num_steps)
     return optimize(
-        objective(robot, toi=toi, num_steps=num_steps),
-        controller_init(robot, k_init),
+        loss,
+        theta0,
         Exact(),
         steps=iterations,
         key=k_opt,

@@ -31,6 +31,8 @@ The loss is −x of the head (point 0) after 681 steps (states 0 … 681: DiffTa
 Example:
     >>> import jax
     >>> from diffsim.systems import mass_spring_robot as msr
+    >>> msr.ROBOTS
+    ('A', 'B', 'C', 'D')
     >>> robot = msr.Robot.builtin("A")
     >>> robot.num_points, robot.num_springs
     (6, 11)
@@ -38,6 +40,13 @@ Example:
     >>> x, v = msr.rollout(robot, theta, num_steps=50)
     >>> x.shape
     (50, 6, 2)
+
+    DiffTaichi's constants:
+
+    >>> msr.H, msr.NUM_STEPS, msr.GRAVITY, msr.DAMPING, msr.GROUND_HEIGHT
+    (0.004, 682, -4.8, 15.0, 0.1)
+    >>> msr.SPRING_OMEGA, msr.NUM_SINES, msr.NUM_HIDDEN, msr.GOAL, msr.INPUT_SCALE, msr.HEAD
+    (10.0, 10, 32, (0.9, 0.2), 0.05, 0)
 """
 
 from __future__ import annotations
@@ -61,6 +70,35 @@ from .._optimize import OptimizeResult, optimize
 from .._policy import PolicyObjective
 from .._rollout import rollout as _rollout
 from ..estimators import Exact
+
+__all__ = [
+    "DAMPING",
+    "GOAL",
+    "GRAVITY",
+    "GROUND_HEIGHT",
+    "HEAD",
+    "INPUT_SCALE",
+    "NUM_HIDDEN",
+    "NUM_SINES",
+    "NUM_STEPS",
+    "RECIPE",
+    "ROBOTS",
+    "SPRING_OMEGA",
+    "H",
+    "Recipe",
+    "Robot",
+    "RobotState",
+    "controller",
+    "controller_init",
+    "initial_state",
+    "normalised_descent",
+    "objective",
+    "observe",
+    "problem",
+    "rollout",
+    "step",
+    "train",
+]
 
 H = 0.004
 """Time step (s), DiffTaichi's ``dt``."""
@@ -394,7 +432,14 @@ ROBOTS = tuple(_BUILDERS)
 
 class RobotState(NamedTuple):
     """The state: positions ``x`` (n, 2) (m), velocities ``v`` (n, 2) (m/s) and the step
-    index ``t`` (the controller's clock, time t·h)."""
+    index ``t`` (the controller's clock, time t·h).
+
+    Example:
+        >>> from diffsim.systems import mass_spring_robot as msr
+        >>> s = msr.initial_state(msr.Robot.builtin("A"))
+        >>> isinstance(s, msr.RobotState), s.x.shape, int(s.t)
+        (True, (6, 2), 0)
+    """
 
     x: Array
     v: Array
@@ -402,7 +447,14 @@ class RobotState(NamedTuple):
 
 
 def initial_state(robot: Robot) -> RobotState:
-    """The robot at rest at its points, t = 0."""
+    """The robot at rest at its points, t = 0.
+
+    Example:
+        >>> from diffsim.systems import mass_spring_robot as msr
+        >>> s = msr.initial_state(msr.Robot.builtin("A"))
+        >>> s.x[1].tolist(), float(abs(s.v).max())
+        ([0.3, 0.13], 0.0)
+    """
     return RobotState(robot.points, jnp.zeros_like(robot.points), jnp.zeros((), jnp.int32))
 
 
@@ -457,7 +509,14 @@ _STEPS = {False: partial(step, toi=False), True: partial(step, toi=True)}
 def observe(state: RobotState) -> Array:
     """The controller's input: 10 sines of time, each point's offset from the centre and
     velocity (×0.05, interleaved per point as DiffTaichi's ``weights1`` columns), the goal
-    minus the centre; shape (10 + 4 n + 2,)."""
+    minus the centre; shape (10 + 4 n + 2,).
+
+    Example:
+        >>> from diffsim.systems import mass_spring_robot as msr
+        >>> obs = msr.observe(msr.initial_state(msr.Robot.builtin("A")))
+        >>> obs.shape, round(float(obs[0]), 6), [round(float(c), 4) for c in obs[-2:]]
+        ((36,), 0.0, [0.6, 0.045])
+    """
     x, v, t = state
     phase = SPRING_OMEGA * t * H + 2 * math.pi / NUM_SINES * jnp.arange(NUM_SINES)
     centre = jnp.mean(x, axis=0)
@@ -469,7 +528,17 @@ def observe(state: RobotState) -> Array:
 def controller(obs: Array, theta: dict[str, Array]) -> Array:
     """DiffTaichi's two-layer network: ``tanh(w2 · tanh(w1 · obs + b1) + b2)``, one output
     per spring; θ = ``{"w1": (32, inputs), "b1": (32,), "w2": (springs, 32), "b2":
-    (springs,)}``."""
+    (springs,)}``.
+
+    Example:
+        >>> import jax
+        >>> from diffsim.systems import mass_spring_robot as msr
+        >>> robot = msr.Robot.builtin("A")
+        >>> theta = msr.controller_init(robot, jax.random.PRNGKey(0))
+        >>> act = msr.controller(msr.observe(msr.initial_state(robot)), theta)
+        >>> act.shape, bool(abs(act).max() < 1)
+        ((11,), True)
+    """
     hidden = jnp.tanh(theta["w1"] @ obs + theta["b1"])
     return jnp.tanh(theta["w2"] @ hidden + theta["b2"])
 
@@ -560,6 +629,15 @@ def rollout(
     Returns:
         ``(x, v)``, each (num_steps, n, 2): state 0 (the robot at rest) to state
         num_steps − 1.
+
+    Example:
+        >>> import jax
+        >>> from diffsim.systems import mass_spring_robot as msr
+        >>> robot = msr.Robot.builtin("A")
+        >>> theta = msr.controller_init(robot, jax.random.PRNGKey(0))
+        >>> x, v = msr.rollout(robot, theta, toi=True, num_steps=100)
+        >>> x.shape, bool(x[:, :, 1].min() >= msr.GROUND_HEIGHT - 1e-6)  # TOI: on the ground
+        ((100, 6, 2), True)
     """
     num_steps = check_int("num_steps", num_steps, minimum=2, maximum=INT32_MAX)
     states = _rollout(_CLOSED_LOOP[bool(toi)], initial_state(robot), (robot, theta), num_steps - 1)

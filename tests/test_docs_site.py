@@ -28,6 +28,7 @@ NAMESPACES = {
     "diffsim.systems.wall_study": "systems.md",
     "diffsim.systems.pushing": "systems.md",
     "diffsim.systems.billiards": "systems.md",
+    "diffsim.systems.mass_spring_robot": "systems.md",
     "diffsim.estimators": "estimators.md",
     "diffsim.doctor": "doctor.md",
     "diffsim.policies": "policies.md",

@@ -12,7 +12,8 @@ Public modules built on these parts rather than systems with a factory:
 ``projectile_wall`` (the article's wall, closed form and time-stepped), ``wall_study``
 (optimising over the wall, its smoothed loss), ``pushing`` and ``box_trajopt`` (trajectory
 optimisation), ``tennis`` (a controller through contact: a paddle returning a ball) and
-``billiards`` (DiffTaichi's billiards: contact between eleven balls) and
+``billiards`` (DiffTaichi's billiards: contact between eleven balls),
+``mass_spring_robot`` (DiffTaichi's walking robots and their controller) and
 ``battery`` (the doctor's validation battery and the presets ``diffsim diagnose --system``
 examines).
 
@@ -31,6 +32,7 @@ Examples:
 from . import battery as battery
 from . import billiards as billiards
 from . import box_trajopt as box_trajopt
+from . import mass_spring_robot as mass_spring_robot
 from . import projectile_wall as projectile_wall
 from . import pushing as pushing
 from . import tennis as tennis
@@ -91,6 +93,7 @@ __all__ = [
     "mass_spring_drive",
     "mass_spring_identify",
     "mass_spring_observe",
+    "mass_spring_robot",
     "nonlinear_spring",
     "pendulum",
     "pendulum_energy",

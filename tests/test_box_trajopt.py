@@ -103,7 +103,7 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="mu"):
         bt.friction_carry_loss(jnp.ones(4), mu=-1.0)
     with pytest.raises(ValueError, match="estimator must be one of"):
-        TASKS["friction"].estimator("exact")
+        TASKS["friction"].estimator("fd")
 
 
 def test_cli_train_is_the_library_run():
@@ -211,7 +211,10 @@ def test_training_a_task_again_compiles_nothing(caplog):
     ("args", "message"),
     [
         (["--task", "nope"], "--task"),
-        (["--task", "friction", "-e", "exact"], "estimator must be one of"),
+        (["--task", "friction", "-e", "fd"], "estimator must be one of"),
+        (["--task", "friction", "--robot", "B"], "--robot and --no-toi are options of"),
+        (["--task", "mass-spring-robot", "--robot", "E"], "robot must be one of"),
+        (["--task", "mass-spring-robot", "--robot", "/nonexistent.json"], "/nonexistent.json"),
         (["--task", "friction", "--steps", "-1"], "--steps must be an integer >= 0"),
         (["--task", "friction", "--seed", "-1"], "--seed"),
         (["--task", "friction", "--decide-every", "-2"], "--decide-every must be an integer >= 0"),
@@ -267,3 +270,29 @@ def test_friction_first_order_degrades_zeroth_and_alpha_do_not():
     for e in ("zeroth", "alpha"):
         final, _ = _finals("friction", e)
         assert final.max() < curve.min(axis=1).min()
+
+
+@pytest.mark.slow  # a 681-step robot compiled for its gradient: ~20 s on 2 cores
+def test_cli_trains_a_robot_file_with_difftaichis_recipe(tmp_path):
+    """``diffsim train --task mass-spring-robot --robot FILE --no-toi -m recipe`` is
+    ``robot_task(FILE, toi=False).train("exact")``: DiffTaichi's recipe (the exact gradient,
+    normalised steps of 0.2) on the robot in the file, the same losses to 1e-12."""
+    from diffsim import robot_task
+    from diffsim.systems import mass_spring_robot as msr
+
+    path = tmp_path / "b.json"
+    msr.Robot.builtin("B").to_json(path)
+    args = ["train", "--task", "mass-spring-robot", "--robot", str(path), "--no-toi",
+            "-m", "recipe", "--steps", "2", "--json"]  # fmt: skip
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.stdout)
+    assert got["estimator"] == "exact" and got["method"] == "recipe"
+    task = robot_task(str(path), toi=False)
+    r = task.train("exact", key=jax.random.PRNGKey(0), steps=2)
+    np.testing.assert_allclose(got["history"]["loss"], np.asarray(r.history.loss), rtol=1e-12)
+    assert got["loss_final"] == pytest.approx(float(r.loss), rel=1e-12)
+    # each step has length 0.2 in θ (the normalised gradient's norm is 1 up to 1e-6)
+    flat = [np.concatenate([np.ravel(v) for v in jax.tree_util.tree_leaves(t)])
+            for t in (task.problem()[1], r.theta)]  # fmt: skip
+    assert np.linalg.norm(flat[1] - flat[0]) <= 0.4 + 1e-6

@@ -9,6 +9,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from jax.flatten_util import ravel_pytree
 
 from diffsim import TASKS
 from diffsim._tasks import SMOOTHING
@@ -25,11 +26,12 @@ def test_gradients_are_finite_and_reproducible(name, estimator):
     loss, theta0 = task.build()
     est = jax.jit(lambda key: task.estimator(estimator)(loss, theta0, key))
     a, b = est(jax.random.PRNGKey(5)), est(jax.random.PRNGKey(5))
-    g = np.asarray(a.estimate)
-    assert g.shape == np.shape(theta0)
+    shapes = lambda t: jax.tree_util.tree_map(np.shape, t)  # noqa: E731
+    assert shapes(a.estimate) == shapes(theta0)  # θ may be a pytree (the robot's weights)
+    g = np.asarray(ravel_pytree(a.estimate)[0])
     assert np.all(np.isfinite(g)) and np.any(g != 0.0)
-    np.testing.assert_array_equal(g, np.asarray(b.estimate))
-    assert np.all(np.isfinite(np.asarray(a.std_error)))
+    np.testing.assert_array_equal(g, np.asarray(ravel_pytree(b.estimate)[0]))
+    assert np.all(np.isfinite(np.asarray(ravel_pytree(a.std_error)[0])))
     assert int(a.num_evals) >= task.num_samples
     # another key draws other samples; only auto's trusted exact gradient of an open-loop
     # task (no random initial states) is the same whatever the key — when both keys' evidence
@@ -37,4 +39,4 @@ def test_gradients_are_finite_and_reproducible(name, estimator):
     c = est(jax.random.PRNGKey(6))
     trusted = int(a.choice) == int(c.choice) == EXACT
     exact = estimator == "auto" and trusted and not isinstance(loss, PolicyObjective)
-    assert np.array_equal(g, np.asarray(c.estimate)) == exact
+    assert np.array_equal(g, np.asarray(ravel_pytree(c.estimate)[0])) == exact

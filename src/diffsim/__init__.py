@@ -53,6 +53,7 @@ from ._step import FunctionStep as FunctionStep
 from ._step import as_step as as_step
 from ._tasks import TASKS as TASKS
 from ._tasks import Task as Task
+from ._tasks import robot_task as robot_task
 from .doctor import Diagnosis as Diagnosis
 from .doctor import diagnose as diagnose
 from .identification import IdentifyResult as IdentifyResult
@@ -115,6 +116,7 @@ __all__ = [
     "parse_parameters",
     "policies",
     "require_extra",
+    "robot_task",
     "rollout",
     "rollout_jacobian",
     "save_recording",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -21,15 +22,20 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array
 
-from ._checks import check_int
+from ._checks import check_bool, check_int
 from ._methods import METHODS
 from ._optimize import OptimizeResult, optimize
-from .estimators import ESTIMATORS, Estimator, make_estimator
+from .estimators import ESTIMATORS, Estimator, Exact, make_estimator
 from .systems import box_trajopt as bt
+from .systems import mass_spring_robot as msr
 from .systems import tennis
 
 SMOOTHING = ("zeroth", "first", "alpha", "auto")
-"""The estimators a task's recipe trains with (those that take its σ and N)."""
+"""The smoothing estimators a task's recipe trains with (those that take its σ and N)."""
+
+RECIPE_ESTIMATORS = (*SMOOTHING, "exact")
+"""Every estimator a task's recipe trains with: the smoothing ones and the exact gradient
+(DiffTaichi's recipe for its robots)."""
 
 METHOD_NAMES = ("decide", "lbfgs")
 """The methods a task trains with that choose their gradient themselves
@@ -55,8 +61,12 @@ class Task:
         adam_rate: instead, Adam at this constant learning rate (``None``: not Adam).
         score: optional ``(loss, θ) -> number``, the task's own measure of success.
         score_name: what ``score`` measures.
-        estimators: (class attribute) the estimators a task's recipe trains with, those
-            that take its σ and N.
+        normalised_step: instead, normalised gradient descent, steps of this length in θ
+            (DiffTaichi's recipe; ``None``: not it).
+        recipe_estimator: the estimator the recipe uses where none is named (the CLI's
+            ``--method recipe``): ``"auto"``, or the paper's or DiffTaichi's own.
+        estimators: (class attribute) the estimators a task's recipe trains with: those
+            that take its σ and N, and ``"exact"``.
         methods: (class attribute) the methods that choose their gradient themselves:
             ``"decide"`` (the default of :meth:`train`) and ``"lbfgs"``.
 
@@ -69,10 +79,10 @@ class Task:
         >>> u0.shape, int(loss(u0))
         ((200,), 1821)
         >>> Task.estimators, Task.methods
-        (('zeroth', 'first', 'alpha', 'auto'), ('decide', 'lbfgs'))
+        (('zeroth', 'first', 'alpha', 'auto', 'exact'), ('decide', 'lbfgs'))
     """
 
-    estimators: ClassVar[tuple[str, ...]] = SMOOTHING
+    estimators: ClassVar[tuple[str, ...]] = RECIPE_ESTIMATORS
     methods: ClassVar[tuple[str, ...]] = METHOD_NAMES
 
     name: str
@@ -86,6 +96,8 @@ class Task:
     adam_rate: float | None = None
     score: Callable[[Any, Any], Array] | None = None
     score_name: str = ""
+    normalised_step: float | None = None
+    recipe_estimator: str = "auto"
 
     def estimator(self, name: str = "auto") -> Estimator:
         """The estimator registered as ``name`` with this task's σ and N.
@@ -96,8 +108,10 @@ class Task:
             10
         """
         if name not in self.estimators:
-            known = ", ".join(n for n in ESTIMATORS if n in SMOOTHING)
+            known = ", ".join(n for n in ESTIMATORS if n in self.estimators)
             raise ValueError(f"estimator must be one of {known} for a task, got {name!r}")
+        if name == "exact":
+            return Exact()
         return make_estimator(name, sigma=self.sigma, num_samples=self.num_samples)
 
     def problem(self) -> tuple[Callable[[Any], Array], Any]:
@@ -128,6 +142,8 @@ class Task:
         """The optimiser in words (what the benchmark's table says)."""
         if self.learning_rate is not None:
             return f"gradient descent, step {self.learning_rate:g}"
+        if self.normalised_step is not None:
+            return f"normalised gradient descent, step {self.normalised_step:g}"
         if self.adam_rate is not None:
             return f"Adam, learning rate {self.adam_rate:g}"
         return "Adam (optimize's default)"
@@ -185,6 +201,8 @@ def _optimizer(task: Task) -> optax.GradientTransformation | None:
         return optax.sgd(task.learning_rate)
     if task.adam_rate is not None:
         return optax.adam(task.adam_rate)
+    if task.normalised_step is not None:
+        return msr.normalised_descent(task.normalised_step)
     return None
 
 
@@ -240,6 +258,52 @@ def _balanced(objective: Any, theta: Any) -> Array:
     from .engines import control
 
     return control.balanced(objective, theta)
+
+
+def robot_task(robot: str | os.PathLike[str] | msr.Robot = "A", *, toi: bool = True) -> Task:
+    """DiffTaichi's mass-spring robot walking right as a :class:`Task`: a built-in robot
+    (``"A"``–``"D"``), a robot file (JSON, :meth:`~diffsim.systems.mass_spring_robot.Robot.
+    from_json`) or a :class:`~diffsim.systems.mass_spring_robot.Robot`; with or without
+    time of impact at the ground. DiffTaichi's recipe: the exact gradient, 100 steps of
+    normalised gradient descent of length 0.2, its controller's initial weights from
+    ``PRNGKey(0)``.
+
+    Example:
+        >>> from diffsim import robot_task
+        >>> t = robot_task("B", toi=False)
+        >>> t.name, t.steps, t.optimizer_text()
+        ('mass-spring-robot', 100, 'normalised gradient descent, step 0.2')
+    """
+    if isinstance(robot, msr.Robot):
+        body, what = robot, "a given robot"
+    elif isinstance(robot, str) and robot in msr.ROBOTS:
+        body, what = msr.Robot.builtin(robot), f"DiffTaichi's robot {robot}"
+    elif isinstance(robot, str | os.PathLike) and os.path.splitext(robot)[1] == ".json":
+        body, what = msr.Robot.from_json(robot), f"the robot in {os.fspath(robot)}"
+    else:
+        raise ValueError(
+            f"robot must be one of {', '.join(msr.ROBOTS)}, a robot file (.json) or a Robot, "
+            f"got {robot!r}"
+        )
+    check_bool("toi", toi)
+
+    def build():
+        return msr.problem(body, jax.random.PRNGKey(0), toi=toi)
+
+    return Task(
+        "mass-spring-robot",
+        f"DiffTaichi's mass-spring robot walking right ({what}, "
+        f"{'with' if toi else 'without'} time of impact at the ground): a 10-sine, "
+        "32-tanh controller's weights, loss −x of the head after 681 steps",
+        "DiffTaichi: the robot learns to walk; without time of impact its gradients are "
+        "worse and it walks less far",
+        build,
+        sigma=0.05,  # in the action's units (each spring's actuation, in [-1, 1])
+        num_samples=8,
+        steps=msr.RECIPE.iterations,
+        normalised_step=msr.RECIPE.step_size,
+        recipe_estimator="exact",
+    )
 
 
 TASKS: dict[str, Task] = {
@@ -303,6 +367,7 @@ TASKS: dict[str, Task] = {
             score=_balanced,
             score_name="held-out poles balanced",
         ),
+        robot_task("A"),
     )
 }
 """Every control task by name, in the order the CLI lists them."""

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import typer
 
-from .. import TASKS, Task
+from .. import TASKS, Task, robot_task
 from ..estimators import Estimator
 from ._common import (
     CLIError,
@@ -68,16 +68,25 @@ def train_cmd(
         help="Simulator evaluations at most (loss + gradient; the run stops within one "
         "step of it: to compare methods at equal cost). 0: no budget.",
     ),
+    robot: str | None = typer.Option(
+        None,
+        "--robot",
+        help="--task mass-spring-robot only: DiffTaichi's robot A, B, C or D (default A), or "
+        'a robot file (JSON: "points" and "springs" [a, b, rest length, stiffness, actuation]).',
+    ),
+    toi: bool = typer.Option(
+        True, "--toi/--no-toi", help="--task mass-spring-robot only: time of impact at the ground."
+    ),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Train a control task (Suh et al.'s experiments; MuJoCo models through MJX): by
     default the method the doctor's evidence picks; --estimator NAME runs the paper's
     recipe with one estimator."""
-    spec = TASKS[registry_choice("--task", task, TASKS)]
+    spec = _task(TASKS[registry_choice("--task", task, TASKS)], robot, toi)
     method = _check_method(method, estimator, decide_every)
     recipe = method == "recipe"
-    estimator = (estimator or "auto") if recipe else None
+    estimator = (estimator or spec.recipe_estimator) if recipe else None
     steps = check_count("steps", steps, 0, MAX_STEPS, "a run that long is for the API")
     steps = steps or spec.steps
     decide_every = check_count("decide-every", decide_every, 0, MAX_STEPS, "as --steps")
@@ -130,6 +139,8 @@ def train_cmd(
     if spec.score is not None:
         out[spec.score_name.replace(" ", "_")] = float(spec.score(loss, r.theta))
     inputs = f"--task {spec.name} --method {method} --steps {steps} --seed {seed}"
+    if robot is not None or not toi:
+        inputs += f" --robot {robot or 'A'} --{'' if toi else 'no-'}toi"
     if estimator is not None:
         inputs += f" --estimator {estimator}"
     if decide_every:
@@ -141,6 +152,19 @@ def train_cmd(
         print_json(out)
         return
     _print_run(spec, out, losses, r.decisions)
+
+
+def _task(spec: Task, robot: str | None, toi: bool) -> Task:
+    """The task to train: ``spec``, or the mass-spring robot ``--robot`` with or without
+    time of impact."""
+    if spec.name != "mass-spring-robot":
+        if robot is not None or not toi:
+            raise CLIError("--robot and --no-toi are options of --task mass-spring-robot")
+        return spec
+    try:
+        return robot_task(robot or "A", toi=toi)
+    except (ValueError, TypeError) as err:  # a bad robot file: its path, field and index
+        raise CLIError(str(err)) from None
 
 
 def _check_method(method: str | None, estimator: str | None, decide_every: int) -> str:

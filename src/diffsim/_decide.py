@@ -48,8 +48,9 @@ gradient (largest component) was below this fraction of its first."""
 
 STALLED = 1e-3
 """An L-BFGS phase that stops early (its line search found no decrease) with its last
-gradient (largest component) above this fraction of its first stalled: a kink or a jump
-the line search met (the friction task's box sliding off), not a minimum."""
+gradient (largest component) above this fraction of its first stalled: maybe a kink or a
+jump the line search met (the friction task's box sliding off), not a minimum; the check
+decides (a flag: sample; none: stop)."""
 
 
 class Decision(NamedTuple):
@@ -119,8 +120,7 @@ class Decide(eqx.Module):
 class Phases(NamedTuple):
     """What :func:`decide_and_descend` ran: each phase's result, the evaluations spent
     and the step reached before it, the decisions, the checks' own evaluations, and the
-    given loss at the final θ where the last phase descended a resampled batch (else
-    ``None``: the last phase's own loss is the given one's)."""
+    final θ (a sampling phase's lowest iterate) with the given loss there."""
 
     results: list[Any]
     spent_before: list[int]
@@ -128,7 +128,8 @@ class Phases(NamedTuple):
     decisions: tuple[Decision, ...]
     check_loss_evals: int
     check_grad_evals: int
-    final_loss: Any = None
+    theta: Any
+    loss: Any
 
 
 def smallest_budget(method: Decide, dim: int) -> int:
@@ -178,13 +179,13 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
     :class:`~diffsim.OptimizeResult`."""
     cap = np.iinfo(np.int32).max if budget is None else int(budget)
     progress = None if callback is None else _Offset(callback)
-    theta, k, spent = theta0, 0, 0
+    theta, value, k, spent = theta0, None, 0, 0
     decisions: list[Decision] = []
     phases: list[Any] = []
     offsets: list[int] = []
     starts: list[int] = []
     check_evals = [0, 0]
-    last = None
+    last, idle = None, 0
     given = loss
     for _ in range(method.max_phases):
         if k >= steps or spent >= cap:
@@ -198,12 +199,13 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
         check_evals = [check_evals[0] + int(r.num_loss_evals),
                        check_evals[1] + int(r.num_grad_evals)]  # fmt: skip
         code = int(r.choice)
-        forced = code == 0 and last in ("plateau", "stalled")
-        if forced:  # trusted, yet L-BFGS failed there: sample
+        forced = code == 0 and last == "plateau"
+        if forced:  # trusted, yet L-BFGS met an exact zero there: sample
             code = 2
-        elif code == 0 and last == "lbfgs":  # L-BFGS stopped where the gradient is trusted
-            decisions.append(Decision(k, "stop", "converged: the exact gradient is trusted "
-                                      "where L-BFGS stopped", spent))  # fmt: skip
+        elif code == 0 and last in ("lbfgs", "stalled"):  # stopped where it is trusted
+            why = "converged" if last == "lbfgs" else "stalled (no decrease along it)"
+            decisions.append(Decision(k, "stop", f"the exact gradient is trusted where "
+                                      f"L-BFGS {why}", spent))  # fmt: skip
             break
         if code == 4:  # the evidence saw NaN or inf: no method can descend from here
             decisions.append(Decision(k, "stop", describe_choice(r), spent))
@@ -216,7 +218,7 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
             estimator = chosen_estimator(code, r.sigma_used, method.check.num_samples)
             optimizer = optax.adam(method.step_in_sigma * sigma)
             n = method.phase_steps
-            reason = _FORCED[str(last)] if forced else describe_choice(r)
+            reason = _PLATEAU if forced else describe_choice(r)
             last = "mixed" if code == 1 else "zeroth"
         decisions.append(Decision(k, last, reason, spent))
         if progress is not None:
@@ -228,50 +230,52 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
         starts.append(k)
         spent += int(result.evaluations)
         k += _ran(result)
-        theta = result.theta
+        theta, value = result.theta, result.loss
         if last != "lbfgs":  # a sampling phase goes on from its lowest loss (read: counted)
-            theta, read = _lowest(result)
+            theta, value, read, lowered = _lowest(result)
             spent += read
             check_evals[0] += read
-        if last == "lbfgs":
-            ended = _lbfgs_end(result)
-            if ended == "converged":
-                decisions.append(Decision(k, "stop", "L-BFGS converged", spent))
+            idle = 0 if lowered else idle + 1
+            if idle == 2:
+                decisions.append(Decision(k, "stop", "no progress: two sampling phases in a "
+                                          "row found no lower loss", spent))  # fmt: skip
                 break
-            if ended == "steps":  # still descending: go on without a check
-                last = None
-            elif ended == "flat":  # never a non-zero gradient: not a minimum it reached
-                last = "plateau"
-            elif ended == "stalled":  # no decrease along a gradient still far from zero
-                last = "stalled"
-    final = None
+            continue
+        ended = _lbfgs_end(result)
+        if ended == "converged":
+            decisions.append(Decision(k, "stop", "L-BFGS converged", spent))
+            break
+        last = {"steps": None, "flat": "plateau", "stalled": "stalled"}.get(ended, last)
+    final = value
     if loss is not given and phases:  # the last phase's loss was on another batch
-        final = given(phases[-1].theta)
+        final = given(theta)
         check_evals[0] += 1
-    return Phases(phases, offsets, starts, tuple(decisions), check_evals[0], check_evals[1], final)
+    return Phases(phases, offsets, starts, tuple(decisions), check_evals[0], check_evals[1],
+                  theta, final)  # fmt: skip
 
 
-_FORCED = {
-    "plateau": "the check finds no flag, but L-BFGS stopped where the exact gradient is "
-    "exactly zero without converging: a plateau the check's samples did not show; zeroth "
-    "order at the check's σ",
-    "stalled": "the check finds no flag, but L-BFGS's line search found no decrease along "
-    "a gradient still far from zero: a kink or jump the check's samples did not show; "
-    "zeroth order at the check's σ",
-}
-"""Why a sampling phase follows a check that trusts the gradient, by how L-BFGS ended."""
+_PLATEAU = (
+    "the check finds no flag, but L-BFGS stopped where the exact gradient is exactly zero "
+    "without converging: a plateau the check's samples did not show; zeroth order at the "
+    "check's σ"
+)
+"""Why a sampling phase follows a check that trusts the gradient."""
 
 
-def _lowest(result: Any) -> tuple[Any, int]:
+def _lowest(result: Any) -> tuple[Any, Any, int, bool]:
     """A sampling phase's iterate of lowest finite loss (its history's iterates and its
-    final θ), and the loss evaluations that reading took (the iterates after the first)."""
+    final θ; on ties the latest, so a phase that moves along a plateau goes on from where
+    it got to), that loss, the loss evaluations the reading took (the iterates after the
+    first), and whether the phase lowered the loss below its start."""
     n = _ran(result)
     losses = np.append(np.asarray(result.history.loss[:n]), float(result.loss))
     losses = np.where(np.isfinite(losses), losses, np.inf)
-    best = int(np.argmin(losses))
+    best = len(losses) - 1 - int(np.argmin(losses[::-1]))
+    lowered = bool(losses[best] < losses[0])
     if best == n or not np.isfinite(losses[best]):
-        return result.theta, n
-    return jax.tree_util.tree_map(lambda a: a[best], result.history.theta), n
+        return result.theta, result.loss, n, lowered
+    theta = jax.tree_util.tree_map(lambda a: a[best], result.history.theta)
+    return theta, result.history.loss[best], n, lowered
 
 
 def _lbfgs_end(result: Any) -> str:

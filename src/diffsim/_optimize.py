@@ -433,8 +433,8 @@ def _decided(loss, theta0, method, steps, key, callback, budget) -> OptimizeResu
     rejected = [s + int(p.rejected_at) for s, p in zip(ran.step_before, ran.results)
                 if int(p.rejected_at) >= 0]  # fmt: skip
     return OptimizeResult(
-        last.theta,
-        last.loss if ran.final_loss is None else jnp.asarray(ran.final_loss, last.loss.dtype),
+        ran.theta,
+        jnp.asarray(ran.loss, last.loss.dtype),
         jnp.asarray(loss_evals + grad_evals, jnp.int32),
         concat_histories(
             [p.history for p in ran.results],

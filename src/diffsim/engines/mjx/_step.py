@@ -23,6 +23,7 @@ from ._fields import MODEL_FIELDS, STATE_FIELDS, MjxState
 from ._integrate import Joints
 from ._options import INTEGRATOR_NAMES, MAX_TIMESTEP, check_options, joints_on_a_range_end
 from ._reach import ReachLoss
+from ._setconst import DERIVED_FROM, Plan, with_derived_constants
 from ._shim import mjx
 
 
@@ -110,7 +111,7 @@ class MjxStep(AbstractStep):
             raise ValueError(
                 f"MJX cannot run this model: {err} is not implemented in MJX"
             ) from None
-        self.held = _Held((mj_model, model, mjx.make_data(model)))
+        self.held = _Held((mj_model, model, mjx.make_data(model), Plan.of(mj_model)))
         self.iterations = iterations
         self.h = float(mj_model.opt.timestep)
         self.integrator = INTEGRATOR_NAMES[int(mj_model.opt.integrator)]
@@ -132,6 +133,12 @@ class MjxStep(AbstractStep):
     def data_template(self) -> mjx.Data:
         """MJX ``Data`` of the model at its initial state, which :meth:`data` fills in."""
         return self.held.value[2]
+
+    @property
+    def constants_plan(self) -> Plan:
+        """The model's structure MuJoCo's derived constants branch on (see
+        :meth:`model_with`)."""
+        return self.held.value[3]
 
     @property
     def nq(self) -> int:
@@ -242,7 +249,13 @@ class MjxStep(AbstractStep):
                 )
 
     def model_with(self, theta: Mapping[str, ArrayLike] | None) -> mjx.Model:
-        """The ``mjx.Model`` with the fields named in ``theta`` replaced."""
+        """The ``mjx.Model`` with the fields named in ``theta`` replaced: the model MuJoCo
+        compiles at those values. A θ naming a field MuJoCo's derived constants depend on
+        (``body_mass``, ``body_inertia``, ``dof_armature``, ``actuator_gear``) has them
+        recomputed at ``qpos0`` as ``mj_setConst`` does (``body_invweight0``,
+        ``dof_invweight0``, ``tendon_invweight0``, which set how soft contacts, limits and
+        friction loss are; ``actuator_acc0``, ``dof_M0``, ``body_subtreemass``,
+        ``stat.meaninertia``, ``stat.meanmass``), differentiably in θ."""
         self.check_theta(theta)
         if not theta:
             return self.model
@@ -250,6 +263,8 @@ class MjxStep(AbstractStep):
         m = self.model.replace(**fields) if fields else self.model
         if "gravity" in theta:
             m = m.replace(opt=m.opt.replace(gravity=jnp.asarray(theta["gravity"])))
+        if any(name in theta for name in DERIVED_FROM):
+            m = with_derived_constants(self.constants_plan, m, self.data_template)
         return m
 
     # -- state --------------------------------------------------------------------------

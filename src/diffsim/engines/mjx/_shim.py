@@ -2,10 +2,12 @@
 # (MJX's private modules and its Data's ``_impl`` are untyped for pyright)
 """Every use of MJX's private code, one named function each.
 
-The adapter needs three things MJX keeps private: the constraint rows of its solve
+The adapter needs four things MJX keeps private: the constraint rows of its solve
 (``Data._impl.efc_*``, the solver's inputs the implicit derivative is built from), writing
-the constraint force back into ``Data._impl``, and ``mjx._src.forward._next_activation``
-(MuJoCo's activation update, which the implicit and RK4 integrators apply themselves).
+the constraint force back into ``Data._impl``, ``mjx._src.forward._next_activation``
+(MuJoCo's activation update, which the implicit and RK4 integrators apply themselves), and
+the tendon Jacobian and actuator moment arms (``Data._impl.ten_J``, ``actuator_moment``),
+which MuJoCo's derived constants are computed from (:mod:`._setconst`).
 Nothing else in :mod:`diffsim.engines.mjx` touches ``mujoco.mjx._src`` or ``._impl``;
 ``tests/test_mjx_shim.py`` pins the MuJoCo version this was written against
 (:data:`SUPPORTED_MUJOCO`) and checks that every private name below exists.
@@ -17,6 +19,7 @@ import contextlib
 import io
 from typing import Any, NamedTuple, cast
 
+import jax.numpy as jnp
 from jaxtyping import Array
 
 # MJX's optional Warp backend prints "Failed to import warp: ..." when importing it fails
@@ -32,7 +35,10 @@ SUPPORTED_MUJOCO = "3.17.0"
 PRIVATE_FORWARD = ("_next_activation",)
 """Names this module uses from ``mujoco.mjx._src.forward``."""
 
-PRIVATE_DATA = ("efc_J", "efc_D", "efc_aref", "efc_frictionloss", "efc_force", "ne", "nf")
+PRIVATE_DATA = (
+    "efc_J", "efc_D", "efc_aref", "efc_frictionloss", "efc_force", "ne", "nf", "ten_J",
+    "actuator_moment",
+)  # fmt: skip
 """Fields this module reads from (or writes to) MJX ``Data._impl``."""
 
 
@@ -70,6 +76,16 @@ def with_constraint_solution(d: mjx.Data, qacc: Array, qfrc: Array, force: Array
     constraint forces (``d._impl.efc_force``)."""
     out = d.tree_replace({"qacc": qacc, "qfrc_constraint": qfrc, "_impl.efc_force": force})
     return cast(mjx.Data, out)
+
+
+def tendon_jacobian(d: mjx.Data) -> Array:
+    """The tendons' Jacobian (ntendon, nv) in ``d`` after ``mjx.tendon``."""
+    return jnp.reshape(d._impl.ten_J, (-1, d.qvel.shape[0]))
+
+
+def actuator_moment(d: mjx.Data) -> Array:
+    """The actuators' moment arms (nu, nv) in ``d`` after ``mjx.transmission``."""
+    return jnp.reshape(d._impl.actuator_moment, (-1, d.qvel.shape[0]))
 
 
 def next_activation(m: mjx.Model, d: mjx.Data, act_dot: Array) -> Array:

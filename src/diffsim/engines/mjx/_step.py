@@ -23,6 +23,7 @@ from ._fields import MODEL_FIELDS, STATE_FIELDS, MjxState
 from ._integrate import Joints
 from ._options import INTEGRATOR_NAMES, MAX_TIMESTEP, check_options, joints_on_a_range_end
 from ._reach import ReachLoss
+from ._setconst import DERIVED_FROM, Plan, with_derived_constants
 from ._shim import mjx
 
 
@@ -49,7 +50,9 @@ class MjxStep(AbstractStep):
         nq, nv, nu, na: sizes of ``qpos``, ``qvel``, ``ctrl`` and ``act``.
         report: what the adapter runs differently from MuJoCo C and MJX's ``mjx.step``
             (integrator, solver, quaternion integration, ``iterations``), one line each,
-            and where its derivatives are one-sided (joints starting on a range end).
+            where its derivatives are one-sided (joints starting on a range end), which θ
+            fields step the model MuJoCo compiles at θ (:meth:`model_with`) and which
+            compiled values of this model θ does not reach.
         mujoco_gap: :meth:`compare_with_mujoco`'s result when :func:`load` ran it, else
             ``None``.
         integrator: MuJoCo's integrator: ``"Euler"``, ``"RK4"``, ``"implicit"`` or
@@ -110,7 +113,7 @@ class MjxStep(AbstractStep):
             raise ValueError(
                 f"MJX cannot run this model: {err} is not implemented in MJX"
             ) from None
-        self.held = _Held((mj_model, model, mjx.make_data(model)))
+        self.held = _Held((mj_model, model, mjx.make_data(model), Plan.of(mj_model)))
         self.iterations = iterations
         self.h = float(mj_model.opt.timestep)
         self.integrator = INTEGRATOR_NAMES[int(mj_model.opt.integrator)]
@@ -132,6 +135,12 @@ class MjxStep(AbstractStep):
     def data_template(self) -> mjx.Data:
         """MJX ``Data`` of the model at its initial state, which :meth:`data` fills in."""
         return self.held.value[2]
+
+    @property
+    def constants_plan(self) -> Plan:
+        """The model's structure MuJoCo's derived constants branch on (see
+        :meth:`model_with`)."""
+        return self.held.value[3]
 
     @property
     def nq(self) -> int:
@@ -242,7 +251,13 @@ class MjxStep(AbstractStep):
                 )
 
     def model_with(self, theta: Mapping[str, ArrayLike] | None) -> mjx.Model:
-        """The ``mjx.Model`` with the fields named in ``theta`` replaced."""
+        """The ``mjx.Model`` with the fields named in ``theta`` replaced: the model MuJoCo
+        compiles at those values. A θ naming a field MuJoCo's derived constants depend on
+        (``body_mass``, ``body_inertia``, ``dof_armature``, ``actuator_gear``) has them
+        recomputed at ``qpos0`` as ``mj_setConst`` does (``body_invweight0``,
+        ``dof_invweight0``, ``tendon_invweight0``, which set how soft contacts, limits and
+        friction loss are; ``actuator_acc0``, ``dof_M0``, ``body_subtreemass``,
+        ``stat.meaninertia``, ``stat.meanmass``), differentiably in θ."""
         self.check_theta(theta)
         if not theta:
             return self.model
@@ -250,6 +265,8 @@ class MjxStep(AbstractStep):
         m = self.model.replace(**fields) if fields else self.model
         if "gravity" in theta:
             m = m.replace(opt=m.opt.replace(gravity=jnp.asarray(theta["gravity"])))
+        if any(name in theta for name in DERIVED_FROM):
+            m = with_derived_constants(self.constants_plan, m, self.data_template)
         return m
 
     # -- state --------------------------------------------------------------------------
@@ -527,6 +544,52 @@ def _report(
             f"iterations={iterations}: {iterations} Newton iteration(s) per step (values "
             "only: derivatives are refused, see load)",
         )
+    report += _theta_lines(mj_model)
     if gap is not None:
         report += (str(gap),)
     return report
+
+
+def _theta_lines(mj: mujoco.MjModel) -> tuple[str, ...]:
+    """Which θ fields step the model MuJoCo compiles at θ, and where this model keeps a
+    value MuJoCo's compiler derived once from the loaded fields (those θ does not move)."""
+    lines = (
+        "θ follows MuJoCo exactly (the model stepped is the model compiled at θ): "
+        f"{', '.join(DERIVED_FROM)} recompute MuJoCo's derived constants at qpos0 as "
+        "mj_setConst does (body/dof/tendon invweight0, which set how soft contacts, limits "
+        "and friction loss are, actuator_acc0, dof_M0, body_subtreemass); "
+        f"{', '.join(n for n in MODEL_FIELDS if n not in DERIVED_FROM)} enter no derived "
+        "constant",
+    )
+    gain, bias = np.asarray(mj.actuator_gainprm), np.asarray(mj.actuator_biasprm)
+    servos = [
+        mj.actuator(i).name or f"actuator {i}"
+        for i in range(mj.nu)
+        if gain[i, 0] != 0 and gain[i, 0] == -bias[i, 1] and bias[i, 2] < 0
+    ]
+    if servos:
+        lines += (
+            f"θ does not follow for the damped position actuators {', '.join(servos)}: a "
+            "damping written as dampratio is converted once by MuJoCo's compiler, from the "
+            "loaded masses, so θ masses, inertias, armature, gears or kp keep that damping "
+            "(θ actuator_biasprm[:, 2] sets it, as -damping)",
+        )
+    if mj.npair:
+        lines += (
+            f"θ geom_friction, geom_solref and geom_solimp do not reach the model's {mj.npair} "
+            "explicit contact pair(s) (<contact><pair>), whose parameters MuJoCo's compiler "
+            "copies from the geoms once",
+        )
+    if mj.ntendon and np.any(np.asarray(mj.tendon_stiffness) != 0):
+        lines += (
+            "θ qpos_spring does not move the rest lengths of tendons with springs "
+            "(tendon_lengthspring), which MuJoCo's compiler takes from qpos_spring once when "
+            "the MJCF gives no springlength",
+        )
+    muscles = np.asarray(mj.actuator_gaintype) == int(mujoco.mjtGain.mjGAIN_MUSCLE)
+    if np.any(muscles):
+        lines += (
+            "θ actuator_gear does not move the muscles' length ranges (actuator_lengthrange), "
+            "which MuJoCo's compiler computes once from the loaded gears",
+        )
+    return lines

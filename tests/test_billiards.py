@@ -97,6 +97,7 @@ def test_toi_gradient_matches_central_differences_at_the_initial_guess():
     assert abs(naive[0]) < 1e-8 < abs(grad[0])
 
 
+@pytest.mark.slow  # 20 steps through 1,023 contact steps: ~15 s on 2 cores
 def test_recipe_reduces_the_loss_quickly():
     # 20 of DiffTaichi's 200 iterations on 700 steps of the table (the cue meets the
     # triangle after ~410): the loss falls

@@ -39,6 +39,7 @@ def test_wall_decisions_and_landing(v0, first, why):
     assert r.history.theta.shape[0] == int(r.steps_run) == r.decisions[-1].step
 
 
+@pytest.mark.slow  # three phases with checks on the wall: ~25 s on 2 cores
 def test_a_trusted_check_on_a_plateau_does_not_end_the_run():
     """At v0 = 7.7 the wall's plateau starts 0.04 m/s to the left (the ball reaches the
     wall's foot), and the first check (8 samples, this key) raises no flag: L-BFGS then
@@ -108,6 +109,7 @@ def _linear_policy_problem(num_states=6):
     return obj, batch, population
 
 
+@pytest.mark.slow  # a check and L-BFGS on a policy: ~30 s on 2 cores
 def test_a_policy_is_trained_on_its_fixed_batch_of_initial_states():
     """The sample-average approximation: the default method on a PolicyObjective descends
     the objective's own fixed batch by L-BFGS, to that batch's closed-form least-squares

@@ -252,6 +252,7 @@ def test_controller_init_has_difftaichis_shapes_and_scales():
     assert float(jnp.std(theta["w2"])) == pytest.approx(3 * math.sqrt(2 / (32 + 46)), rel=0.1)
 
 
+@pytest.mark.slow  # a robot compiled for its gradient: ~10 s on 2 cores
 def test_recipe_takes_steps_of_the_given_length_and_decreases_the_loss():
     robot = msr.Robot.builtin("A")
     result = msr.train(robot, jax.random.PRNGKey(0), iterations=6, num_steps=80)

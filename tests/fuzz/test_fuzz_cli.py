@@ -86,6 +86,7 @@ COMMANDS: dict[str, dict[str, st.SearchStrategy[str]]] = {
     },
     "optimize": {
         "--v0": floats("8", "11"),
+        "--method": st.sampled_from(["decide", "lbfgs", "adam", "bfgs", ""]),
         "--estimator": st.sampled_from(["exact", "zeroth", "alpha", "x"]),
         "--sigma": floats("0.7", "0.3"),
         "--samples": ints("2", "8"),

@@ -193,3 +193,19 @@ def test_the_private_import_check_can_fail(tmp_path):
         path.write_text(source + "\n")
         hits = _private_imports(path, ("diffsim", "cli"))
         assert bool(hits) == private, (source, hits)
+
+
+def test_importing_diffsim_leaves_the_devices_to_choose():
+    """``import diffsim`` builds no array (nothing starts JAX's backend), so a user can still
+    choose the devices afterwards: ``jax_num_cpu_devices`` set after the import takes effect
+    (3 CPU devices), as ``diffsim --devices`` and ``initialize_distributed`` need. (A task
+    that built its robot at import broke both.)"""
+    code = """
+import diffsim
+import jax
+jax.config.update("jax_num_cpu_devices", 3)
+print(len(jax.devices()))
+"""
+    out = _run_without((), code)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "3"

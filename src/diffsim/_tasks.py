@@ -274,12 +274,16 @@ def robot_task(robot: str | os.PathLike[str] | msr.Robot = "A", *, toi: bool = T
         >>> t.name, t.steps, t.optimizer_text()
         ('mass-spring-robot', 100, 'normalised gradient descent, step 0.2')
     """
+    # a built-in robot is built when the task is first trained, not at import: building
+    # arrays would start JAX's backend before a user can choose its devices
     if isinstance(robot, msr.Robot):
-        body, what = robot, "a given robot"
+        given = robot
+        make, what = (lambda: given), "a given robot"
     elif isinstance(robot, str) and robot in msr.ROBOTS:
-        body, what = msr.Robot.builtin(robot), f"DiffTaichi's robot {robot}"
+        make, what = functools.partial(msr.Robot.builtin, robot), f"DiffTaichi's robot {robot}"
     elif isinstance(robot, str | os.PathLike) and os.path.splitext(robot)[1] == ".json":
-        body, what = msr.Robot.from_json(robot), f"the robot in {os.fspath(robot)}"
+        body = msr.Robot.from_json(robot)  # checked now: a bad file is named at once
+        make, what = (lambda: body), f"the robot in {os.fspath(robot)}"
     else:
         raise ValueError(
             f"robot must be one of {', '.join(msr.ROBOTS)}, a robot file (.json) or a Robot, "
@@ -288,7 +292,7 @@ def robot_task(robot: str | os.PathLike[str] | msr.Robot = "A", *, toi: bool = T
     check_bool("toi", toi)
 
     def build():
-        return msr.problem(body, jax.random.PRNGKey(0), toi=toi)
+        return msr.problem(make(), jax.random.PRNGKey(0), toi=toi)
 
     return Task(
         "mass-spring-robot",

@@ -203,9 +203,14 @@ def test_importing_diffsim_leaves_the_devices_to_choose():
     code = """
 import diffsim
 import jax
-jax.config.update("jax_num_cpu_devices", 3)
-print(len(jax.devices()))
+if "jax_num_cpu_devices" not in jax.config.values:
+    print("no jax_num_cpu_devices")  # older JAX: only XLA_FLAGS, before the import
+else:
+    jax.config.update("jax_num_cpu_devices", 3)
+    print(len(jax.devices()))
 """
     out = _run_without((), code)
     assert out.returncode == 0, out.stderr[-2000:]
+    if out.stdout.strip() == "no jax_num_cpu_devices":
+        pytest.skip("this JAX has no jax_num_cpu_devices option")
     assert out.stdout.strip() == "3"

@@ -21,12 +21,13 @@ import os
 
 import jax
 import jax.numpy as jnp
-import mujoco
 import numpy as np
 import pytest
 
-from diffsim.engines import mjx
-from diffsim.engines.mjx._setconst import DERIVED_FROM, derived_constants
+mujoco = pytest.importorskip("mujoco")  # the mjx extra (absent on the minimum versions)
+
+from diffsim.engines import mjx  # noqa: E402
+from diffsim.engines.mjx._setconst import DERIVED_FROM, derived_constants  # noqa: E402
 
 if not jax.config.jax_compilation_cache_dir:  # pyright: ignore[reportAttributeAccessIssue]
     jax.config.update(

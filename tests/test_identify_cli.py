@@ -183,10 +183,71 @@ def test_the_start_scale_does_not_change_the_fit(tmp_path, start):
 
 
 def test_record_refuses_a_rollout_that_goes_non_finite(tmp_path):
-    """Issue 49: ``--set 'm[0]=0'`` wrote rows of NaN and exited 0; identify then read every
-    NaN as a missing sample. Now: one line naming the step, exit 2, no file."""
+    """Issue 49: a rollout that went NaN wrote rows of NaN and exited 0; identify then read
+    every NaN as a missing sample. Now: one line naming the step, exit 2, no file. A spring
+    of 1e12 N/m on 1 kg with h = 0.01 s (ω h = 1e4, far past semi-implicit Euler's bound 2)
+    grows by ~1e8 a step: inf within 100 steps. No --ctrl: the force at rest (0 N), which
+    the shell now feeds a step that takes an input (it told the user about .theta/.s0)."""
     path = tmp_path / "ms.csv"
     out = runner.invoke(app, ["record", "--system", "mass-spring", "--out", str(path), "-T",
-                              "100", "--ctrl", "0.5", "--set", "m[0]=0"])  # fmt: skip
+                              "100", "--set", "k[0]=1e12"])  # fmt: skip
     assert out.exit_code == 2, out.output
     assert "NaN or inf from step" in out.output and not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--system", "mass-spring", "--ctrl", "0.5", "--set", "m[0]=0"],
+         "theta['m'][0] = 0 is outside (0, inf), the range of a mass"),
+        (["--system", "nonlinear-spring", "--set", "m=-1"],
+         "theta['m'] = -1 is outside (0, inf), the range of a mass"),
+        (["--system", "bounce", "--set", "e=1.5"],
+         "theta['e'] = 1.5 is outside [0, 1], the range of a coefficient of restitution"),
+        (["--system", "stiff", "--set", "c=-0.1"],
+         "theta['c'] = -0.1 is outside [0, inf), the range of a damping coefficient"),
+    ],
+)  # fmt: skip
+def test_record_refuses_unphysical_settings(tmp_path, args, message):
+    """Issue 49: ``--set m=-1`` on the Duffing spring wrote a finite recording of a negative
+    mass (its factory refuses m <= 0, --set went around it) and exited 0. Now every --set
+    value is checked against the range the system's factory accepts: one line, exit 2, no
+    file."""
+    path = tmp_path / "x.csv"
+    out = runner.invoke(app, ["record", *args, "--out", str(path), "-T", "50"])
+    assert out.exit_code == 2, out.output
+    assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+    assert not path.exists()
+
+
+def test_record_refuses_an_unphysical_mjcf_field(tmp_path):
+    """The MJCF counterpart: a negative body mass (MuJoCo's compiler refuses one) is
+    refused before the rollout, naming the body's index; a massless cart under a massive
+    pole (legal in MuJoCo) is recorded."""
+    pytest.importorskip("mujoco")
+    from diffsim.engines import scenes
+
+    xml = str(scenes.path("cartpole"))
+    path = tmp_path / "cp.npz"
+    out = runner.invoke(app, ["record", "--mjcf", xml, "--set", "body_mass:cart=-1",
+                              "--out", str(path), "-T", "5"])  # fmt: skip
+    assert out.exit_code == 2 and not path.exists(), out.output
+    assert "theta['body_mass'][1] = -1 is outside [0, inf)" in out.stderr, out.stderr
+    out = runner.invoke(app, ["record", "--mjcf", xml, "--set", "body_mass:cart=0",
+                              "--out", str(path), "-T", "5"])  # fmt: skip
+    assert out.exit_code == 0 and path.exists(), out.output
+
+
+def test_identify_json_is_the_same_on_a_second_run_but_for_seconds(tmp_path):
+    """Issue 49 item 9: the same fit twice prints the same JSON object, every key but
+    'seconds' (the wall time, which --json's help names) equal."""
+    path = tmp_path / "fp.npz"
+    out = runner.invoke(app, ["record", "--system", "free-particle", "--out", str(path),
+                              "-T", "40", "--noise", "0.01"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    args = ["identify", "--data", str(path), "--system", "free-particle", "--fit", "a", "--json"]
+    first, second = (json.loads(runner.invoke(app, args).stdout) for _ in range(2))
+    assert set(first) == set(second) and "seconds" in first
+    assert {k: v for k, v in first.items() if k != "seconds"} == {
+        k: v for k, v in second.items() if k != "seconds"
+    }

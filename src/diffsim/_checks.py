@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -305,3 +306,51 @@ def check_key(name: str, key: Any) -> Any:
             f"got {key!r}"
         )
     return key
+
+
+class Domain(NamedTuple):
+    """Where a physical parameter is meaningful: ``lower <= x <= upper``, or
+    ``lower < x`` when ``open_lower``; ``what`` names it in messages ("a mass")."""
+
+    lower: float = -math.inf
+    upper: float = math.inf
+    open_lower: bool = False
+    what: str = ""
+
+    def describe(self) -> str:
+        """The interval as text: ``(0, inf)``, ``[0, 1]``."""
+        return f"{'(' if self.open_lower else '['}{self.lower:g}, {self.upper:g}]".replace(
+            "inf]", "inf)"
+        )
+
+
+def check_domains(name: str, theta: Any, domains: Mapping[str, Domain]) -> None:
+    """Raise ``ValueError`` naming the first entry of ``theta`` (a dict) outside its
+    :class:`Domain` in ``domains`` (names not in ``domains`` are not checked; values that
+    are not concrete, inside ``jit``, are skipped).
+
+    Example:
+        >>> mass = Domain(0.0, open_lower=True, what="a mass")
+        >>> check_domains("theta", {"m": [1.0, 0.0]}, {"m": mass})
+        Traceback (most recent call last):
+        ...
+        ValueError: theta['m'][1] = 0 is outside (0, inf), the range of a mass
+    """
+    if not isinstance(theta, Mapping):
+        return
+    for key, value in theta.items():
+        dom = domains.get(key)
+        if dom is None or value is None or not is_concrete(value):
+            continue
+        arr = np.asarray(value, dtype=float)
+        bad = (arr < dom.lower) | (arr > dom.upper) | ~np.isfinite(arr)
+        if dom.open_lower:
+            bad |= arr == dom.lower
+        if np.any(bad):
+            first = np.argwhere(bad)[0]
+            index = "".join(f"[{int(i)}]" for i in first) if arr.ndim else ""
+            where = f", the range of {dom.what}" if dom.what else ""
+            raise ValueError(
+                f"{name}[{key!r}]{index} = {float(arr[tuple(first)]):g} is outside "
+                f"{dom.describe()}{where}"
+            )

@@ -54,6 +54,8 @@ class _Model:
             self.initial_state = step.initial_state
             self.control = None
             self.nu = step.nu
+            self.check_physical = step.check_physical
+            self.u0 = None  # an MJX step takes no control as zero control
         else:
             assert system is not None
             sys = SYSTEMS[system].factory()
@@ -70,6 +72,8 @@ class _Model:
             )
             self.control = lambda u: u[:, 0] if u.shape[1] == 1 else u  # built-ins: scalar u
             self.nu = 1
+            self.check_physical = sys.check_physical
+            self.u0 = sys.u0  # a step that takes an input (mass-spring's force): its rest value
 
 
 def _fields(spec: str) -> list[str]:
@@ -206,7 +210,12 @@ def identify(
         "(switch to multiple shooting or to a smoothed Jacobian, and say so), 'report' (say "
         "so only) or 'off' (no check).",
     ),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    json_out: bool = typer.Option(
+        False,
+        "--json",
+        help="Print one JSON object (the same run twice prints the same object, but for its "
+        "'seconds', the wall time).",
+    ),
 ) -> None:
     """Fit parameters of a model so that it reproduces a recording: Levenberg–Marquardt with
     the exact Jacobian through the rollout; estimates with 95 % intervals."""
@@ -288,11 +297,17 @@ def record(
         _fields(",".join(values)),
     )
     theta = _with_values(model, values)
+    try:
+        model.check_physical(theta)
+    except ValueError as err:
+        raise CLIError(f"--set: {err}") from None
     key_noise, key_ctrl = jax.random.split(jax.random.key(seed))
     inputs = None
     if ctrl > 0:
         u = ctrl * jax.random.normal(key_ctrl, (steps, model.nu))
         inputs = model.control(u) if model.control is not None else u
+    elif model.u0 is not None:  # no --ctrl: the input at rest on every step
+        inputs = jnp.broadcast_to(model.u0, (steps, *jnp.shape(model.u0)))
     rec = simulate_recording(
         model.step, model.s0, theta, steps, inputs=inputs, noise=noise, key=key_noise
     )

@@ -78,7 +78,12 @@ def train_cmd(
         True, "--toi/--no-toi", help="--task mass-spring-robot only: time of impact at the ground."
     ),
     seed: int = typer.Option(0, "--seed", help="PRNG seed."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    json_out: bool = typer.Option(
+        False,
+        "--json",
+        help="Print one JSON object (the same run twice prints the same object, but for its "
+        "'seconds', the wall time).",
+    ),
 ) -> None:
     """Train a control task (Suh et al.'s experiments; MuJoCo models through MJX): by
     default the method the doctor's evidence picks; --estimator NAME runs the paper's

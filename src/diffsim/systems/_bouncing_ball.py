@@ -40,11 +40,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import check_finite, check_float, check_in_range, check_int, check_positive
+from .._checks import Domain, check_finite, check_float, check_in_range, check_int, check_positive
 from .._rollout import rollout
 from ..contact import Plane, Restitution, WithContact
 from ..integrators import Integrator, SemiImplicitEuler, check_integrator_class
 from .base import System
+
+_DOMAINS = (
+    ("e", Domain(0.0, 1.0, what="a coefficient of restitution")),
+    ("g", Domain(0.0, what="gravity (downward)")),
+)
+"""Where the bouncing ball's θ is physical (what :func:`bouncing_ball` accepts)."""
 
 
 def _gravity(x, v, theta):
@@ -105,7 +111,7 @@ def bouncing_ball(
     s0 = (jnp.asarray(check_float("y0", y0)), jnp.asarray(check_float("vy0", vy0)))
     theta = {"e": jnp.asarray(e), "g": jnp.asarray(g)}
     step = bouncing_ball_step(h, toi=toi, smoothing=smoothing, integrator=integrator)
-    return System("bouncing_ball", step, s0, theta, loss=lambda s: s[0])
+    return System("bouncing_ball", step, s0, theta, loss=lambda s: s[0], domains=_DOMAINS)
 
 
 def bouncing_ball_final_state(

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .._checks import check_finite, check_finite_tree, check_int, check_positive
+from .._checks import Domain, check_finite, check_finite_tree, check_int, check_positive
 from .._rollout import rollout
 from ..integrators import Integrator, SemiImplicitEuler, check_integrator_class
 from .base import System
@@ -82,6 +82,10 @@ def mass_spring(
         {"m": m, "k": k},
         loss=lambda traj: jnp.mean(traj[0] ** 2),
         u0=jnp.zeros(()),
+        domains=(
+            ("m", Domain(0.0, open_lower=True, what="a mass")),
+            ("k", Domain(0.0, open_lower=True, what="a stiffness")),
+        ),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .._checks import check_finite, check_positive
+from .._checks import Domain, check_finite, check_positive
 from ..integrators import Integrator, SemiImplicitEuler, check_integrator_class
 from .base import System
 
@@ -116,7 +116,13 @@ def nonlinear_spring(
         "c": check_finite("c", c),
     }
     s0 = (check_finite("x0", x0), check_finite("v0", v0))
-    return System("nonlinear_spring", step, s0, theta)
+    return System(
+        "nonlinear_spring",
+        step,
+        s0,
+        theta,
+        domains=(("m", Domain(0.0, open_lower=True, what="a mass")),),
+    )
 
 
 def harmonic_oscillator(

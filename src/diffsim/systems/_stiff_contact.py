@@ -20,7 +20,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from .._checks import check_float, check_in_range, check_int, check_positive
+from .._checks import Domain, check_float, check_in_range, check_int, check_positive
 from .._jacobians import rollout_jacobian
 from .._rollout import rollout
 from ..contact import PenaltySpring, Plane, WithContact
@@ -85,7 +85,17 @@ def stiff_contact(
     }
     s0 = (jnp.asarray(check_float("y0", y0)), jnp.asarray(check_float("vy0", vy0)))
     return System(
-        "stiff_contact", stiff_contact_step(h, smoothing=smoothing), s0, theta, lambda s: s[0]
+        "stiff_contact",
+        stiff_contact_step(h, smoothing=smoothing),
+        s0,
+        theta,
+        lambda s: s[0],
+        domains=(
+            ("k", Domain(0.0, open_lower=True, what="a stiffness")),
+            ("c", Domain(0.0, what="a damping coefficient")),
+            ("g", Domain(0.0, what="gravity (downward)")),
+            ("m", Domain(0.0, open_lower=True, what="a mass")),
+        ),
     )
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import equinox as eqx
 
+from .._checks import Domain, check_domains
+
 
 class System(eqx.Module):
     """A simulator ready to roll out: ``step``, default ``s0`` and ``theta``.
@@ -21,6 +23,9 @@ class System(eqx.Module):
         u0: an input for one step, for a step that takes one (``step(state, theta, u)``:
             the mass-spring chain's force); ``None`` for ``step(state, theta)``. With it,
             :meth:`step_once` calls either kind the same way.
+        domains: ``(name, Domain)`` pairs: where each named entry of θ is physical, the
+            range the factory accepts (:meth:`check_physical`); names left out are not
+            restricted.
 
     Examples:
         >>> import diffsim
@@ -37,6 +42,23 @@ class System(eqx.Module):
     theta: Any
     loss: Callable[..., Any] | None = eqx.field(static=True, default=None)
     u0: Any = None
+    domains: tuple[tuple[str, Domain], ...] = eqx.field(static=True, default=())
+
+    def check_physical(self, theta: Any = None) -> None:
+        """Raise ``ValueError`` naming the first entry of ``theta`` (default :attr:`theta`)
+        outside the range where this system's factory accepts it (:attr:`domains`: a mass
+        > 0, a restitution in [0, 1], ...); what a recording made at that θ would simulate
+        is not the physical system.
+
+        Example:
+            >>> from diffsim.systems import mass_spring
+            >>> sys = mass_spring(3)
+            >>> sys.check_physical({"m": [1.0, 0.0, 2.0], "k": sys.theta["k"]})
+            Traceback (most recent call last):
+            ...
+            ValueError: theta['m'][1] = 0 is outside (0, inf), the range of a mass
+        """
+        check_domains("theta", self.theta if theta is None else theta, dict(self.domains))
 
     def step_once(self, state: Any = None, theta: Any = None) -> Any:
         """One step from ``state`` (default :attr:`s0`) with ``theta`` (default

@@ -6,6 +6,8 @@ from typing import NamedTuple
 
 from jaxtyping import Array
 
+from ..._checks import Domain
+
 MODEL_FIELDS: dict[str, str] = {
     "body_mass": "body masses (nbody,), kg",
     "body_inertia": "principal inertias (nbody, 3), kg m²",
@@ -23,6 +25,14 @@ MODEL_FIELDS: dict[str, str] = {
     "gravity": "gravity (3,), m/s² (opt.gravity)",
 }
 """Model fields θ may name (for :meth:`MjxStep.__call__`), with what they hold."""
+
+_NONNEG = ("body_mass", "body_inertia", "geom_friction", "dof_damping", "dof_armature",
+           "dof_frictionloss", "jnt_stiffness")  # fmt: skip
+MODEL_DOMAINS: dict[str, Domain] = {
+    name: Domain(0.0, what=f"{name} that MuJoCo's compiler accepts") for name in _NONNEG
+}
+"""Where a model field is physical: what MuJoCo's compiler accepts, for the fields whose
+every entry has one range (:meth:`MjxStep.check_physical`)."""
 
 STATE_FIELDS: dict[str, str] = {
     "qpos0": "initial joint positions (nq,)",

@@ -14,6 +14,7 @@ import mujoco
 from ..._checks import check_int
 from ._compare import COMPARE_STEPS, MAX_COMPARE_STEPS
 from ._options import MAX_ITERATIONS
+from ._size import check_size
 from ._step import MjxStep
 
 
@@ -64,7 +65,13 @@ def mj_model_from(source: Any) -> mujoco.MjModel:
     )
 
 
-def load(model: Any, *, iterations: int | None = None, compare: bool | int = False) -> MjxStep:
+def load(
+    model: Any,
+    *,
+    iterations: int | None = None,
+    compare: bool | int = False,
+    max_bytes: int | None = None,
+) -> MjxStep:
     """Build a diffsim step from a MuJoCo model, run by MJX.
 
     Args:
@@ -82,6 +89,10 @@ def load(model: Any, *, iterations: int | None = None, compare: bool | int = Fal
             ``UserWarning`` with the size when MJX's model differs from MuJoCo C's there.
             It compiles one step (5-10 s on a CPU for the zoo's models), which is why it is
             not the default; ``diffsim diagnose --mjcf`` runs it.
+        max_bytes: the most one state's dense constraint Jacobian may take, estimated
+            before MJX builds the model (:func:`~diffsim.engines.mjx._size.estimate`: the
+            geom pairs that may collide × their rows × nv × 8 bytes, a lower bound);
+            ``None`` (default): half this machine's physical memory.
 
     Returns:
         :class:`MjxStep`, callable as ``step(state, theta[, u])``.
@@ -91,8 +102,10 @@ def load(model: Any, *, iterations: int | None = None, compare: bool | int = Fal
             (the message names the file and gives MuJoCo's error); an option MJX cannot run
             (the message names the MJCF option and the value to use; see the module
             docstring); a model with no degrees of freedom (``nv = 0``: nothing moves);
-            ``iterations`` out of range. MuJoCo's other parse warnings (e.g.
-            deprecated attributes) become Python ``UserWarning``s instead of lines on stderr.
+            ``iterations`` out of range; a model over ``max_bytes`` (the message gives the
+            estimate), refused before MJX spends minutes building it. MuJoCo's other parse
+            warnings (e.g. deprecated attributes) become Python ``UserWarning``s instead of
+            lines on stderr.
         TypeError: ``model`` of another type.
 
     Example:
@@ -109,7 +122,13 @@ def load(model: Any, *, iterations: int | None = None, compare: bool | int = Fal
     if compare is not False:
         compare = COMPARE_STEPS if compare is True else compare
         compare = check_int("compare", compare, minimum=0, maximum=MAX_COMPARE_STEPS)
+    if max_bytes is not None:
+        max_bytes = check_int("max_bytes", max_bytes, minimum=1)
     mj_model = mj_model_from(model)
+    is_file = isinstance(model, os.PathLike) or (
+        isinstance(model, str) and not model.lstrip().startswith("<")
+    )
+    check_size(mj_model, max_bytes, f"MJCF file {os.fspath(model)!r}" if is_file else "the model")
     step = MjxStep(mj_model, iterations)
     if not compare:
         return step

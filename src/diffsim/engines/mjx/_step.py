@@ -14,12 +14,12 @@ import mujoco
 import numpy as np
 from jaxtyping import Array, ArrayLike
 
-from ..._checks import check_in_range, check_int, is_concrete
+from ..._checks import check_domains, check_in_range, check_int, is_concrete
 from ..._rollout import Checkpoint, rollout
 from ..._step import AbstractStep
 from . import _compare, _integrate, _reach
 from ._compare import COMPARE_STEPS, MujocoGap
-from ._fields import MODEL_FIELDS, STATE_FIELDS, MjxState
+from ._fields import MODEL_DOMAINS, MODEL_FIELDS, STATE_FIELDS, MjxState
 from ._integrate import Joints
 from ._options import INTEGRATOR_NAMES, MAX_TIMESTEP, check_options, joints_on_a_range_end
 from ._reach import ReachLoss
@@ -249,6 +249,13 @@ class MjxStep(AbstractStep):
                 raise ValueError(
                     f"theta[{name!r}] must have shape {shown} ({accepted[name]}), got {got}"
                 )
+
+    def check_physical(self, theta: Mapping[str, Any] | None) -> None:
+        """Raise ``ValueError`` naming the first entry of ``theta`` outside the range MuJoCo's
+        compiler accepts for its field (:data:`MODEL_DOMAINS`: masses, inertias, friction,
+        damping, armature, friction loss and joint stiffness >= 0); a model simulated there
+        is not one MuJoCo would compile."""
+        check_domains("theta", theta, MODEL_DOMAINS)
 
     def model_with(self, theta: Mapping[str, ArrayLike] | None) -> mjx.Model:
         """The ``mjx.Model`` with the fields named in ``theta`` replaced: the model MuJoCo

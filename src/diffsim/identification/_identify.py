@@ -43,6 +43,8 @@ residual and is not counted in N.
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -242,8 +244,11 @@ def identify(
                     rank_rtol, _rounding(data, dtype), dtype, posed.problem)  # fmt: skip
 
     def solve(posed: Posed, x_theta) -> FitRun:
-        return fit_run(posed.problem, params, x_theta, x0j, scale, posed.extra0,
-                       posed.extra_scale, dtype, rtol, atol, max_steps)  # fmt: skip
+        run = fit_run(posed.problem, params, x_theta, x0j, scale, posed.extra0,
+                      posed.extra_scale, dtype, rtol, atol, max_steps)  # fmt: skip
+        return _in_own_units(run, lambda ps, x, s: fit_run(
+            posed.problem, ps, x, jnp.asarray(x, dtype), s, posed.extra0, posed.extra_scale,
+            dtype, rtol, atol, max_steps), params, scale)  # fmt: skip
 
     r0, start = _at_start(strategy, checks, posed, x0)
     runs, posed, trusted, tally, actions = _fits(strategy, checks, posed, x0, start, solve)
@@ -262,6 +267,37 @@ def identify(
         (rtol, atol, max_steps),
         t_start,
     )
+
+
+MAX_RESCALES = 3
+"""Solves again in the estimate's own units at most this many times (:func:`_in_own_units`)."""
+
+
+def _in_own_units(run: FitRun, resolve: Callable, params: list, scale: np.ndarray) -> FitRun:
+    """``run`` solved again from its estimate, in units of the estimate's magnitude, while
+    a free parameter's estimate is over 10× smaller than the units it moved in.
+
+    A free parameter moves from its start x₀ as x₀ + s·z with s = max(|x₀|, 1): from
+    x₀ = 1e100 the representable values near the answer are 1e84 apart and the solver's
+    tolerance (relative to s) is met long before it: the free particle's a = −9.81 came
+    back as 0.0, "converged". From the estimate, in its own units, the fit ends where a
+    start of the right scale does. The result keeps every solve's steps and history.
+    """
+    p = len(params)
+    for _ in range(MAX_RESCALES):
+        own = np.maximum(np.abs(run.x[:p]), FREE_SCALE_MIN)
+        free = np.array([q.kind == "free" for q in params])
+        if not run.finite or not np.any(free & (scale > 10 * own)):
+            break
+        scale = np.where(free, own, scale)
+        restarted = [dataclasses.replace(q, start=float(x)) for q, x in zip(params, run.x[:p])]
+        again = resolve(restarted, run.x[:p], scale)
+        run = again._replace(
+            steps=run.steps + again.steps,
+            theta_history=np.concatenate([run.theta_history, again.theta_history]),
+            cost_history=np.concatenate([run.cost_history, again.cost_history]),
+        )
+    return run
 
 
 def _recorded(

@@ -70,6 +70,12 @@ def _fmt(sv) -> str:
 def _check_finite_jacobian(r, J, labels) -> None:
     if not bool(jnp.all(jnp.isfinite(r))):
         raise ValueError("the simulation at the start gives non-finite observations: change it")
+    if not bool(jnp.isfinite(jnp.sum(jnp.square(r)))):  # least squares squares them
+        raise ValueError(
+            f"the residuals at the start are finite but their sum of squares overflows "
+            f"{r.dtype} (largest |residual| {float(jnp.max(jnp.abs(r))):.3g}): the start is "
+            f"too far from the data to fit from; start nearer (a value of the data's scale)"
+        )
     bad = [labels[j] for j in range(J.shape[1]) if not bool(jnp.all(jnp.isfinite(J[:, j])))]
     if bad:
         raise ValueError(f"the Jacobian at the start is not finite for {', '.join(bad)}")

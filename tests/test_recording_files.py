@@ -96,3 +96,8 @@ def test_an_empty_signal_gives_no_residual(tmp_path):
     np.savez(path, time=T, qpos=Q, qvel=V, sensordata=np.zeros((T.size, 0)))
     rec = load_recording(path)
     assert set(rec.signals) == {"qpos", "qvel"}
+    # the long fuzz run's find: no signal with a column at all, named with the file
+    bare = tmp_path / "bare.npz"
+    np.savez(bare, time=T, qpos=np.zeros((T.size, 0)))
+    with pytest.raises(ValueError, match=r"bare\.npz' has no signal with a column: qpos"):
+        load_recording(bare)

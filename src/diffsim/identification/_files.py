@@ -128,6 +128,9 @@ def load_recording(
     # a signal with no columns (sensordata of a model without sensors) gives no residual
     present = [k for k in FILE_SIGNALS if k in cols and cols[k].shape[1] > 0]
     chosen = list(signals) if signals is not None else present
+    if not chosen:
+        shapes = ", ".join(f"{k} {cols[k].shape}" for k in FILE_SIGNALS if k in cols)
+        raise ValueError(f"recording file {path!r} has no signal with a column: {shapes}")
     for k in chosen:
         if k not in cols:
             raise ValueError(f"signals names {k!r}, not in {path!r}: {', '.join(present)}")

@@ -9,8 +9,6 @@ which brax 0.14 does not support) leaves it out (scripts/test-minimum).
 
 from __future__ import annotations
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -25,12 +23,7 @@ from diffsim.estimators import AlphaOrder, Exact, ZerothOrder, rollout_input_los
 KEY = jax.random.PRNGKey(0)
 T = 30
 
-if not jax.config.jax_compilation_cache_dir:  # pyright: ignore[reportAttributeAccessIssue]
-    jax.config.update(
-        "jax_compilation_cache_dir",
-        os.environ.get("DIFFSIM_JAX_CACHE", os.path.expanduser("~/.cache/diffsim/jax")),
-    )
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+diffsim.enable_compilation_cache()  # MJX compiles for 10-30 s: keep it between runs
 
 pytestmark = pytest.mark.filterwarnings("ignore:Brax System:UserWarning")
 

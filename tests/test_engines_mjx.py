@@ -14,7 +14,6 @@ JAX the pinned MJX does not support, leaves these files out (scripts/test-minimu
 from __future__ import annotations
 
 import math
-import os
 import pathlib
 import re
 
@@ -37,12 +36,7 @@ KEY = jax.random.PRNGKey(0)
 
 # MJX programs take 10-30 s to compile on CPU: keep them between runs (only programs that
 # took more than a second to compile are stored)
-if not jax.config.jax_compilation_cache_dir:  # pyright: ignore[reportAttributeAccessIssue]
-    jax.config.update(
-        "jax_compilation_cache_dir",
-        os.environ.get("DIFFSIM_JAX_CACHE", os.path.expanduser("~/.cache/diffsim/jax")),
-    )
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+diffsim.enable_compilation_cache()  # MJX compiles for 10-30 s: keep it between runs
 
 BOUNCE = """
 <mujoco>

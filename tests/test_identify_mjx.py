@@ -5,7 +5,6 @@ runs slowly on CPU (the cart-pole fit took 213 s on a loaded 2-core machine): sl
 from __future__ import annotations
 
 import math
-import os
 
 import jax
 import jax.numpy as jnp
@@ -13,15 +12,11 @@ import pytest
 
 pytest.importorskip("mujoco")
 
+import diffsim
 from diffsim import identify, parse_parameters, simulate_recording
 from diffsim.engines import mjx, scenes
 
-if not jax.config.jax_compilation_cache_dir:  # pyright: ignore[reportAttributeAccessIssue]
-    jax.config.update(
-        "jax_compilation_cache_dir",
-        os.environ.get("DIFFSIM_JAX_CACHE", os.path.expanduser("~/.cache/diffsim/jax")),
-    )
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+diffsim.enable_compilation_cache()  # MJX compiles for 10-30 s: keep it between runs
 
 
 @pytest.mark.slow

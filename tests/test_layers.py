@@ -20,6 +20,7 @@ LAYERS: list[set[str]] = [
     # foundations
     {
         "_types",
+        "_cache",
         "_checks",
         "_coords",
         "_extras",

@@ -17,7 +17,6 @@ the loaded mass put the box 34 mm off).
 from __future__ import annotations
 
 import copy
-import os
 
 import jax
 import jax.numpy as jnp
@@ -26,15 +25,11 @@ import pytest
 
 mujoco = pytest.importorskip("mujoco")  # the mjx extra (absent on the minimum versions)
 
+import diffsim  # noqa: E402
 from diffsim.engines import mjx  # noqa: E402
 from diffsim.engines.mjx._setconst import DERIVED_FROM, derived_constants  # noqa: E402
 
-if not jax.config.jax_compilation_cache_dir:  # pyright: ignore[reportAttributeAccessIssue]
-    jax.config.update(
-        "jax_compilation_cache_dir",
-        os.environ.get("DIFFSIM_JAX_CACHE", os.path.expanduser("~/.cache/diffsim/jax")),
-    )
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+diffsim.enable_compilation_cache()  # MJX compiles for 10-30 s: keep it between runs
 
 FIELDS = ("body_subtreemass", "body_invweight0", "dof_invweight0", "dof_M0", "tendon_invweight0",
           "actuator_acc0")  # fmt: skip

@@ -22,6 +22,7 @@ from . import integrators as integrators
 from . import policies as policies
 from . import sharding as sharding
 from . import systems as systems
+from ._cache import enable_compilation_cache as enable_compilation_cache
 from ._decide import Decide as Decide
 from ._decide import Decision as Decision
 from ._extras import EXTRAS as EXTRAS
@@ -106,6 +107,7 @@ __all__ = [
     "default_optimizer",
     "diagnose",
     "doctor",
+    "enable_compilation_cache",
     "estimators",
     "forward_sensitivity",
     "identification",

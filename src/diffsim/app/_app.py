@@ -12,6 +12,7 @@ from pathlib import Path
 import dash
 from werkzeug.serving import make_server
 
+from .. import enable_compilation_cache
 from . import _guard
 from ._callbacks import register_callbacks
 from ._layout import build_layout
@@ -23,26 +24,17 @@ TITLE = "diffsim — a loss landscape with a contact cliff"
 def configure_jax(*, cache_dir: str | os.PathLike | None = None) -> None:
     """Float64 and a persistent compilation cache, for the demo process.
 
-    The cache (default ``~/.cache/diffsim/jax``; ``DIFFSIM_JAX_CACHE`` overrides it, and
-    ``DIFFSIM_JAX_CACHE=off`` disables it) makes every start after the first one skip
-    XLA compilation. A cache directory the user already configured for JAX is kept.
+    The cache (:func:`diffsim.enable_compilation_cache`: default ``~/.cache/diffsim/jax``;
+    ``DIFFSIM_JAX_CACHE`` overrides it, and ``DIFFSIM_JAX_CACHE=off`` disables it) makes
+    every start after the first one skip XLA compilation; every program is kept, however
+    fast it compiled. A cache directory the user already configured for JAX is kept.
     """
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    if cache_dir is None:
-        cache_dir = os.environ.get("DIFFSIM_JAX_CACHE") or Path.home() / ".cache/diffsim/jax"
-    # JAX sets its flags as attributes at run time; its Config class does not declare them
-    configured = jax.config.jax_compilation_cache_dir  # pyright: ignore[reportAttributeAccessIssue]
-    if str(cache_dir).lower() in ("off", "0", "none") or configured:
+    if cache_dir is not None and str(cache_dir).lower() in ("off", "0", "none"):
         return
-    try:
-        Path(cache_dir).mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return  # read-only home: run without the cache
-    jax.config.update("jax_compilation_cache_dir", str(cache_dir))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    enable_compilation_cache(cache_dir, min_compile_seconds=0.0)
 
 
 def create_app(model: DemoModel | None = None, *, host: str = "127.0.0.1") -> dash.Dash:

@@ -53,6 +53,12 @@ def _root(
     before = bool(jax.config.jax_enable_x64)  # pyright: ignore[reportAttributeAccessIssue]
     jax.config.update("jax_enable_x64", not float32)  # the CLI's precision (is_float32)
 
+    # the persistent compilation cache: a second run of a command reads its compiled
+    # programs from disk (DIFFSIM_JAX_CACHE=off turns it off, =DIR moves it)
+    from .. import enable_compilation_cache
+
+    enable_compilation_cache()
+
     def restore() -> None:  # in-process callers (tests) get their setting back
         jax.config.update("jax_enable_x64", before)
 

@@ -44,7 +44,6 @@ residual and is not counted in N.
 from __future__ import annotations
 
 import dataclasses
-
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence

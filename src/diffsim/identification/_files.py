@@ -161,17 +161,20 @@ def _real(path: str, name: str, value: Any) -> np.ndarray:
 
 def _read_npz(path: str) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` recording: time 1-d, every other 1-d (one column) or 2-d."""
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except Exception as err:  # a truncated or non-zip file: zipfile's and numpy's errors
-        raise ValueError(f"recording file {path!r} is not a readable .npz ({err})") from None
-    if isinstance(loaded, np.ndarray):
+    # the file is opened here, not by np.load: when the zip is unreadable np.load raises
+    # with its own file handle left open (the long fuzz run's ResourceWarnings)
+    with open(path, "rb") as fh:
+        try:
+            loaded = np.load(fh, allow_pickle=False)
+            if isinstance(loaded, np.ndarray):
+                raw = None
+            else:
+                with loaded as f:
+                    raw = {k: f[k] for k in f.files}
+        except Exception as err:  # a truncated or non-zip file: zipfile's and numpy's errors
+            raise ValueError(f"recording file {path!r} is not a readable .npz ({err})") from None
+    if raw is None:
         raise ValueError(f"recording file {path!r} is a single .npy array, not an .npz")
-    try:
-        with loaded as f:
-            raw = {k: f[k] for k in f.files}
-    except Exception as err:  # a truncated or non-zip file: zipfile's and numpy's errors
-        raise ValueError(f"recording file {path!r} is not a readable .npz ({err})") from None
     if not raw:
         raise ValueError(f"recording file {path!r} holds no arrays (time and qpos needed)")
     cols = {}

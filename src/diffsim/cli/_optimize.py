@@ -114,9 +114,16 @@ def optimize_cmd(
     landing = study.outcome
     v_final = float(r.theta)
     if not (math.isfinite(v_final) and lo < v_final <= hi):
+        # only the estimator recipe takes --lr; a line search picks its own steps
+        advice = (
+            f"with --lr {lr:g}: its losses there are not the wall's; lower --lr"
+            if METHODS[method].takes_estimator
+            else f"by --method {method}: its losses there are not the wall's; start nearer "
+            "the target or use --method decide"
+        )
         raise CLIError(
             f"the descent left the simulated range of v0 ({lo:g}, {hi:g}] m/s (ended at "
-            f"{v_final:.4g}) with --lr {lr:g}: its losses there are not the wall's; lower --lr"
+            f"{v_final:.4g}) {advice}"
         )
     x_final = float(landing(v_final))
     hist = r.history

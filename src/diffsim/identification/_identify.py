@@ -272,7 +272,9 @@ MAX_RESCALES = 3
 """Solves again in the estimate's own units at most this many times (:func:`_in_own_units`)."""
 
 
-def _in_own_units(run: FitRun, resolve: Callable, params: list, scale: np.ndarray) -> FitRun:
+def _in_own_units(
+    run: FitRun, resolve: Callable, params: Sequence[Parameter], scale: np.ndarray
+) -> FitRun:
     """``run`` solved again from its estimate, in units of the estimate's magnitude, while
     a free parameter's estimate is over 10× smaller than the units it moved in.
 

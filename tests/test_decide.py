@@ -67,6 +67,20 @@ def test_budget_too_small_for_one_decision_is_refused_up_front():
         diffsim.optimize(lambda t: jnp.sum(t**2), jnp.ones(2), key=KEY, budget=5)
 
 
+def test_a_check_that_spends_the_budget_ends_the_run():
+    """A later check that spends what the budget had left ends the run with a decision
+    saying so (an L-BFGS phase of 0 steps raised ZeroDivisionError in _lbfgs_end before;
+    found by benchmarks.solvers). With 1-step L-BFGS phases on (t - 1)^4 the second check
+    comes at 48 evaluations of a budget of 55."""
+    loss = lambda t: jnp.sum((t - 1.0) ** 4)  # noqa: E731
+    r = diffsim.optimize(loss, jnp.zeros(2), key=KEY, budget=55,
+                         method=diffsim.Decide(lbfgs_steps=1))  # fmt: skip
+    assert [d.method for d in r.decisions] == ["lbfgs", "stop"]
+    assert r.decisions[-1].reason == "the budget was spent by the check"
+    assert float(r.loss) == pytest.approx(float(loss(r.theta)), rel=1e-12)
+    assert float(r.loss) < float(loss(jnp.zeros(2)))
+
+
 def test_method_with_an_estimator_is_refused():
     from diffsim.estimators import Exact
 

@@ -28,6 +28,7 @@ more evaluation, counted).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -170,6 +171,13 @@ def _ran(result: Any) -> int:
     return int(result.steps_run)
 
 
+# One optimizer object per configuration: ``optimize``'s compiled loop takes the optimizer
+# as a static argument (its functions are compared by identity), so a fresh ``optax.lbfgs()``
+# in every phase compiled the loop again in every phase and every call (6 s each).
+_lbfgs = functools.cache(optax.lbfgs)
+_adam = functools.lru_cache(maxsize=256)(optax.adam)
+
+
 def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta0: Any,
                        key: Any, steps: int, budget: int | None,
                        callback: Callable[[Any], None] | None
@@ -198,6 +206,9 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
         spent += int(r.num_loss_evals) + int(r.num_grad_evals)
         check_evals = [check_evals[0] + int(r.num_loss_evals),
                        check_evals[1] + int(r.num_grad_evals)]  # fmt: skip
+        if spent >= cap:  # the check spent what was left: no phase can run
+            decisions.append(Decision(k, "stop", "the budget was spent by the check", spent))
+            break
         code = int(r.choice)
         forced = code == 0 and last == "plateau"
         if forced:  # trusted, yet L-BFGS met an exact zero there: sample
@@ -211,12 +222,12 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
             decisions.append(Decision(k, "stop", describe_choice(r), spent))
             break
         if code == 0:
-            estimator, optimizer, n, last = Exact(), optax.lbfgs(), method.lbfgs_steps, "lbfgs"
+            estimator, optimizer, n, last = Exact(), _lbfgs(), method.lbfgs_steps, "lbfgs"
             reason = "the exact gradient is trusted"
         else:
             sigma = jnp.max(jnp.asarray(r.sigma_used))
             estimator = chosen_estimator(code, r.sigma_used, method.check.num_samples)
-            optimizer = optax.adam(method.step_in_sigma * sigma)
+            optimizer = _adam(float(method.step_in_sigma * sigma))
             n = method.phase_steps
             reason = _PLATEAU if forced else describe_choice(r)
             last = "mixed" if code == 1 else "zeroth"

@@ -44,6 +44,17 @@ METHOD_HELP = (
 )
 
 
+def _advice(method: str, lr: float) -> str:
+    """What to change when the descent left the wall's range: only the estimator recipe
+    takes --lr; a line search picks its own steps."""
+    if METHODS[method].takes_estimator:
+        return f"with --lr {lr:g}: its losses there are not the wall's; lower --lr"
+    return (
+        f"by --method {method}: its losses there are not the wall's; start nearer the "
+        "target or use --method decide"
+    )
+
+
 @app.command(name="optimize")
 def optimize_cmd(
     system: str = typer.Option("wall", "--system", help=SYSTEM_HELP),
@@ -114,16 +125,9 @@ def optimize_cmd(
     landing = study.outcome
     v_final = float(r.theta)
     if not (math.isfinite(v_final) and lo < v_final <= hi):
-        # only the estimator recipe takes --lr; a line search picks its own steps
-        advice = (
-            f"with --lr {lr:g}: its losses there are not the wall's; lower --lr"
-            if METHODS[method].takes_estimator
-            else f"by --method {method}: its losses there are not the wall's; start nearer "
-            "the target or use --method decide"
-        )
         raise CLIError(
             f"the descent left the simulated range of v0 ({lo:g}, {hi:g}] m/s (ended at "
-            f"{v_final:.4g}) {advice}"
+            f"{v_final:.4g}) {_advice(method, lr)}"
         )
     x_final = float(landing(v_final))
     hist = r.history

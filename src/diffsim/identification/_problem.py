@@ -46,9 +46,14 @@ class _Problem(eqx.Module):
     smooth_sigma: Any = None
 
     def theta_of(self, x):
+        # one scatter per field, not one per parameter: a fit of thousands of entries of one
+        # field traces (and compiles) a single update
         theta = dict(self.base)
-        for j, p in enumerate(self.params):
-            theta[p.field] = jnp.asarray(theta[p.field]).at[p.index].set(x[j])
+        for field, (js, index) in _scatter_plan(self.params).items():
+            value = x[js] if index is not None else x[js[-1]]
+            theta[field] = jnp.asarray(theta[field]).at[index if index is not None else ()].set(
+                value
+            )
         return theta
 
     @property
@@ -163,6 +168,23 @@ class _Problem(eqx.Module):
         if defects is not None:
             out.append(self.continuity * defects.ravel())
         return jnp.concatenate(out)
+
+
+def _scatter_plan(params: tuple[Parameter, ...]) -> dict[str, tuple[np.ndarray, Any]]:
+    """``{field: (positions in x, index)}``: where each field's fitted entries go, as one
+    integer-array index per field (``None`` for a scalar field). An entry fitted under two
+    names takes the later one's value, as one ``.at[].set`` per parameter in order did."""
+    plan: dict[str, dict[tuple[int, ...], int]] = {}
+    for j, p in enumerate(params):
+        idx = p.index if isinstance(p.index, tuple) else (p.index,)
+        plan.setdefault(p.field, {})[idx] = j
+    out: dict[str, tuple[np.ndarray, Any]] = {}
+    for field, where in plan.items():
+        idx, js = list(where), list(where.values())
+        ndim = len(idx[0])
+        index = tuple(np.array([i[d] for i in idx], dtype=np.int64) for d in range(ndim))
+        out[field] = (np.asarray(js, dtype=np.int64), index if ndim else None)
+    return out
 
 
 def _forward_mode(f: Callable[[jax.Array], jax.Array]) -> Callable[[jax.Array], jax.Array]:

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._parameters import _from_z, _to_z
+from ._parameters import _from_z_all, _to_z
 from ._problem import _exact_residuals, _Problem
 
 
@@ -45,12 +45,8 @@ class _Fit(eqx.Module):
 
     def physical(self, z):
         p = len(self.problem.params)
-        theta = jnp.stack(
-            [
-                _from_z(q.kind, self.lo[j], self.hi[j], self.x0[j], self.scale[j], z[j])
-                for j, q in enumerate(self.problem.params)
-            ]
-        )
+        theta = _from_z_all(tuple(q.kind for q in self.problem.params), self.lo, self.hi,
+                            self.x0, self.scale, z[:p])  # fmt: skip
         if self.extra0 is None:
             return theta
         return jnp.concatenate([theta, self.extra0 + self.extra_scale * z[p:]])

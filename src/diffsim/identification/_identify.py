@@ -55,10 +55,11 @@ import numpy as np
 from .._checks import check_in_range, check_int
 from ._data import _Data, _stack, _Subset
 from ._parameters import Parameter, resolve_parameters, with_starts
-from ._problem import _jacobian, _Problem
+from ._matrix_free import NUM_DIRECTIONS, check_intervals_for, choose_solver
+from ._problem import _exact_residuals, _jacobian, _Problem
 from ._recording import Recording, Signals, check_recording, default_observe
 from ._remedies import Checks, Posed, Tally
-from ._result import IdentifyResult, summarise
+from ._result import IdentifyResult, Intervals, summarise
 from ._shooting import _shooting_problem
 from ._solve import FitRun, fit_run
 from ._statistics import (
@@ -93,6 +94,9 @@ def identify(
     shooting: int | None = None,
     state_of: Callable[[Signals], Any] | None = None,
     continuity_weight: float | None = None,
+    solver: str = "auto",
+    intervals_for: Sequence[str] | None = None,
+    num_directions: int = NUM_DIRECTIONS,
 ) -> IdentifyResult:
     r"""Fit ``parameters`` of θ so that ``step`` reproduces ``recordings`` (module docstring:
     the least-squares problem, the bounds, the intervals, identifiability).
@@ -193,6 +197,8 @@ def identify(
     params = resolve_parameters(parameters, theta, model, bounds)
     labels = [p.label for p in params]
     max_steps = check_int("max_steps", max_steps, minimum=1)
+    num_directions = check_int("num_directions", num_directions, minimum=1)
+    named = check_intervals_for(intervals_for, labels)
     strategy = as_trust(trust)
     dtype = jnp.result_type(float)
     eps = float(jnp.finfo(dtype).eps)
@@ -237,13 +243,17 @@ def identify(
                 f"shooting = {shooting}: the recordings hold {N} observed samples for "
                 f"{len(params)} parameters and {n_extra} start-state entries: use longer windows"
             )
+    n_data = int(sum(int(np.prod(o.shape)) for o in data.observed.values()))
+    n_unknown = len(params) + (0 if posed.extra0 is None else int(posed.extra0.shape[0]))
+    matrix_free = choose_solver(solver, n_unknown, n_data + n_unknown - len(params),
+                                jnp.dtype(dtype).itemsize) == "matrix_free"  # fmt: skip
     checks = Checks(step, recs, observe, state_of, shooting, continuity_weight, params, labels,
-                    N, int(sum(int(np.prod(o.shape)) for o in data.observed.values())),
-                    rank_rtol, _rounding(data, dtype), dtype, posed.problem)  # fmt: skip
+                    N, n_data, rank_rtol, _rounding(data, dtype), dtype, posed.problem,
+                    num_directions if matrix_free else None)  # fmt: skip
 
     def solve(posed: Posed, x_theta) -> FitRun:
         return fit_run(posed.problem, params, x_theta, x0j, scale, posed.extra0,
-                       posed.extra_scale, dtype, rtol, atol, max_steps)  # fmt: skip
+                       posed.extra_scale, dtype, rtol, atol, max_steps, matrix_free)  # fmt: skip
 
     r0, start = _at_start(strategy, checks, posed, x0)
     runs, posed, trusted, tally, actions = _fits(strategy, checks, posed, x0, start, solve)
@@ -261,6 +271,7 @@ def identify(
         rank_rtol,
         (rtol, atol, max_steps),
         t_start,
+        Intervals(matrix_free, named, checks.check_cost),
     )
 
 
@@ -328,10 +339,17 @@ def _at_start(strategy: AbstractTrust, checks: Checks, posed: Posed, x0: np.ndar
         x0_all = jnp.concatenate([x0_all, posed.extra0])
     n_extra = int(x0_all.shape[0]) - p
     labels_all = checks.labels + [f"window start [{i}]" for i in range(n_extra)]
-    r0, J0 = _jacobian(posed.problem, x0_all)
-    _check_finite_jacobian(r0, J0, labels_all)
-    sv0, V0 = _scaled_svd(_theta_block(np.asarray(J0), p))
-    bad0 = _unidentified(sv0, V0, checks.labels, checks.rank_rtol)
+    if checks.directions is not None:
+        # matrix-free: the residuals only (the rank is not tested: it needs the p columns)
+        r0 = _exact_residuals(posed.problem, x0_all)
+        if not bool(jnp.all(jnp.isfinite(r0))):
+            raise ValueError("the simulation at the start gives non-finite observations: change it")
+        sv0, bad0 = np.ones(0), ()
+    else:
+        r0, J0 = _jacobian(posed.problem, x0_all)
+        _check_finite_jacobian(r0, J0, labels_all)
+        sv0, V0 = _scaled_svd(_theta_block(np.asarray(J0), p))
+        bad0 = _unidentified(sv0, V0, checks.labels, checks.rank_rtol)
     finding = Finding(None, x0_all, x0, None, posed, (), bad0)
     decision = strategy.next_remedy(finding, checks, Tally())
     if bad0 and decision.remedy is None:

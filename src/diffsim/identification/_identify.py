@@ -54,8 +54,8 @@ import numpy as np
 
 from .._checks import check_in_range, check_int
 from ._data import _Data, _stack, _Subset
-from ._parameters import Parameter, resolve_parameters, with_starts
 from ._matrix_free import NUM_DIRECTIONS, check_intervals_for, choose_solver
+from ._parameters import Parameter, resolve_parameters, with_starts
 from ._problem import _exact_residuals, _jacobian, _Problem
 from ._recording import Recording, Signals, check_recording, default_observe
 from ._remedies import Checks, Posed, Tally

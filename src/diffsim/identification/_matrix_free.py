@@ -213,8 +213,8 @@ def _lm(fit: Any, z0, rtol: float, atol: float, max_steps: int, cg_max_steps: in
 
     carry = {
         "z": z0, "cost": 0.5 * r0 @ r0, "lam": lam0, "nu": jnp.asarray(2.0, z0.dtype),
-        "k": 0, "g0": jnp.zeros((), z0.dtype), "done": jnp.asarray(False), "ok": jnp.asarray(False), "products": 0,
-        "hz": hist_z, "hc": hist_c,
+        "k": 0, "g0": jnp.zeros((), z0.dtype), "done": jnp.asarray(False),
+        "ok": jnp.asarray(False), "products": 0, "hz": hist_z, "hc": hist_c,
     }  # fmt: skip
     c = jax.lax.while_loop(cond, body, carry)
     return c["z"], c["k"], c["ok"], c["hz"], c["hc"], c["products"]
@@ -313,8 +313,9 @@ def variances(problem: _Problem, x_all, scale, which: tuple[int, ...], p: int) -
     """[(JᵀJ)⁻¹]_ii for the unknowns ``which`` by CG (module docstring), and the θ block
     when ``which`` is all of θ's p columns."""
     x = jnp.asarray(x_all)
-    cols, ok, n = _inverse_columns(problem, x, jnp.asarray(scale, x.dtype),
-                                   jnp.asarray(which, dtype=jnp.int32), INTERVAL_CG_MAX_STEPS)  # fmt: skip
+    which_j = jnp.asarray(which, dtype=jnp.int32)
+    cols, ok, n = _inverse_columns(problem, x, jnp.asarray(scale, x.dtype), which_j,
+                                   INTERVAL_CG_MAX_STEPS)  # fmt: skip
     cols, ok = np.asarray(cols, dtype=float), np.asarray(ok)
     idx = np.asarray(which)
     diag = np.where(ok & np.isfinite(cols[np.arange(len(which)), idx]),

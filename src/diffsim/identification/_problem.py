@@ -54,8 +54,8 @@ class _Problem(eqx.Module):
         theta = dict(self.base)
         for field, (js, index) in _scatter_plan(self.params).items():
             value = x[js] if index is not None else x[js[-1]]
-            theta[field] = jnp.asarray(theta[field]).at[index if index is not None else ()].set(
-                value
+            theta[field] = (
+                jnp.asarray(theta[field]).at[index if index is not None else ()].set(value)
             )
         return theta
 

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._matrix_free import _second_over_first_along, directional_trusted, scaled_directions
 from ._parameters import Parameter
 from ._problem import (
     SMOOTHING_DRAWS,
@@ -30,7 +31,6 @@ from ._problem import (
     _smoothed_along,
     _without_smoothing,
 )
-from ._matrix_free import _second_over_first_along, directional_trusted, scaled_directions
 from ._recording import Recording
 from ._shooting import _default_starts, _shooting_problem
 from ._statistics import _covariance, _scaled_svd, _t_quantile, _theta_block, _unidentified

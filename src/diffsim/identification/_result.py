@@ -12,8 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._data import _Data
-from ._parameters import Parameter
 from ._matrix_free import FULL_COVARIANCE_MAX, variances
+from ._parameters import Parameter
 from ._problem import SMOOTHING_DRAWS, _exact_residuals, _jacobian, _Problem, is_smoothed
 from ._remedies import Tally
 from ._solve import FitRun
@@ -167,7 +167,11 @@ class IdentifyResult:
             "actions": list(self.actions),
             "jacobian": self.jacobian,
             "method": "Levenberg-Marquardt ("
-            + ("matrix-free, lineax CG" if self.jacobian_mode.startswith("matrix") else "optimistix")
+            + (
+                "matrix-free, lineax CG"
+                if self.jacobian_mode.startswith("matrix")
+                else "optimistix"
+            )
             + "), "
             + (
                 "smoothed Jacobian (zeroth-order, Gaussian)"
@@ -275,13 +279,14 @@ def summarise(
     if intervals.matrix_free:
         # the solves' own count, the checks, the probes' and tests' rollouts, the residuals
         # and linearisation at θ̂ (2) and the interval solves' products (2 each)
-        rollout_equivalents = (sum(run.rollouts for run in runs) + tally.checks *
-                               intervals.check_cost + tally.rollouts + 2 + 2 * products)  # fmt: skip
+        solves = sum(run.rollouts for run in runs)
+        checks = tally.checks * intervals.check_cost
+        rollout_equivalents = solves + checks + tally.rollouts + 2 + 2 * products
     else:
         # a Jacobian: one rollout and p + #starts tangents (exact), or 2·M·p rollouts (smoothed)
         per_jac = 1 + p_count + n_extra + (2 * SMOOTHING_DRAWS * p_count if smoothed_fit else 0)
-        rollout_equivalents = (evaluations * per_jac + tally.checks *
-                               (intervals.check_cost + 1 + p_count + n_extra) + tally.rollouts)  # fmt: skip
+        checks = tally.checks * (intervals.check_cost + 1 + p_count + n_extra)
+        rollout_equivalents = evaluations * per_jac + checks + tally.rollouts
     return IdentifyResult(
         names=names,
         theta=dict(zip(names, map(float, x_hat))),

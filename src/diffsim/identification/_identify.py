@@ -30,6 +30,13 @@ the Gauss–Newton (linearised) covariance: the 95 % intervals are exact for a m
 in θ with independent Gaussian noise of equal variance after weighting (so a weight should
 be 1/σ of its signal's noise), and asymptotically otherwise.
 
+**Many parameters.** Above a hundred unknowns (or a dense Jacobian over 1 GiB) the fit
+runs matrix-free (``solver=``): J is never formed; its products come from ``jvp`` and
+``vjp`` through the rollout, each Levenberg–Marquardt step is a CG solve, the doctor's
+check and the smoothed Jacobian run along a fixed number of random directions, and the
+intervals are those of the parameters named in ``intervals_for`` (one CG solve of
+:math:`(J^\top J) x = e_i` each): a fit's rollouts follow the steps and CG's iterations, not p.
+
 **Identifiability.** The singular values of the column-normalised Jacobian
 :math:`J D` (:math:`D_{jj} = 1/\lVert J_{:j} \rVert`) measure how well the data pin each
 direction of θ. A relative singular value below ``rank_rtol`` is a direction the data do
@@ -162,13 +169,37 @@ def identify(
             in ``SOLVER_MEMORY`` (an MJX state's warm start) are neither fitted nor tied.
         continuity_weight: multiple shooting: the weight of the continuity residuals
             (state units); default 1000 × the mean weight of the data.
+        solver: ``"auto"`` (default), ``"dense"`` or ``"matrix_free"``
+            (:data:`~diffsim.identification.SOLVERS`). ``"dense"``: the Jacobian formed by
+            forward mode (1 + p rollouts per step, p × residuals × 8 bytes), Optimistix's
+            Levenberg–Marquardt, the doctor's check along each parameter (10·p rollouts).
+            ``"matrix_free"`` (``diffsim.identification._matrix_free``): J·v by ``jvp``,
+            Jᵀ·w by ``vjp`` of one linearisation per step, the step solved by Lineax's CG
+            (4 + 2 × its iterations rollouts per step, at most
+            :data:`~diffsim.identification.CG_MAX_STEPS` iterations), the doctor's check and
+            the smoothed Jacobian along ``num_directions`` random directions (10·M + 2 and
+            2·M rollouts), no rank test at the start and no probes around θ̂; memory one
+            linearised rollout whatever p is. ``"auto"`` runs matrix-free above
+            :data:`~diffsim.identification.MATRIX_FREE_ABOVE` (100) unknowns (parameters
+            and shooting's window starts) or where the dense Jacobian would exceed
+            :data:`~diffsim.identification.DENSE_JACOBIAN_BYTES` (1 GiB), dense otherwise.
+        intervals_for: names of fitted parameters whose intervals the matrix-free path
+            computes (one CG solve of (JᵀJ) x = eᵢ each); the others' are NaN and
+            ``covariance`` is ``None``. Not given, it computes all of them (and the
+            covariance) up to :data:`~diffsim.identification.FULL_COVARIANCE_MAX` (100)
+            parameters and none beyond. The dense path gives every interval.
+        num_directions: the matrix-free path's random directions (>= 1; default
+            :data:`~diffsim.identification.NUM_DIRECTIONS` = 16).
 
     Returns:
         :class:`IdentifyResult`.
 
     Raises:
         ValueError: an empty parameter set, unknown fields or names, bounds that exclude
-            the start, a start that is not finite, recordings whose shapes, signals or
+            the start, ``solver`` not one of its names, ``solver="dense"`` beyond
+            ``DENSE_JACOBIAN_BYTES`` (the message gives the estimate), ``intervals_for``
+            naming a parameter not fitted (the message lists them), ``num_directions`` < 1,
+            a start that is not finite, recordings whose shapes, signals or
             times do not match the step or each other, non-finite data, fewer observed
             samples than parameters. :class:`NotIdentifiableError` (a ``ValueError``) when
             the Jacobian at the start is rank-deficient: the message names the parameters.

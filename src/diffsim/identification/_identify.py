@@ -30,7 +30,7 @@ the Gauss–Newton (linearised) covariance: the 95 % intervals are exact for a m
 in θ with independent Gaussian noise of equal variance after weighting (so a weight should
 be 1/σ of its signal's noise), and asymptotically otherwise.
 
-**Many parameters.** Above a hundred unknowns (or a dense Jacobian over 1 GiB) the fit
+**Many parameters.** Above a hundred parameters (or a dense Jacobian over 1 GiB) the fit
 runs matrix-free (``solver=``): J is never formed; its products come from ``jvp`` and
 ``vjp`` through the rollout, each Levenberg–Marquardt step is a CG solve, the doctor's
 check and the smoothed Jacobian run along a fixed number of random directions, and the
@@ -180,8 +180,8 @@ def identify(
             the smoothed Jacobian along ``num_directions`` random directions (10·M + 2 and
             2·M rollouts), no rank test at the start and no probes around θ̂; memory one
             linearised rollout whatever p is. ``"auto"`` runs matrix-free above
-            :data:`~diffsim.identification.MATRIX_FREE_ABOVE` (100) unknowns (parameters
-            and shooting's window starts) or where the dense Jacobian would exceed
+            :data:`~diffsim.identification.MATRIX_FREE_ABOVE` (100) fitted parameters
+            (shooting's window starts do not count) or where the dense Jacobian would exceed
             :data:`~diffsim.identification.DENSE_JACOBIAN_BYTES` (1 GiB), dense otherwise.
         intervals_for: names of fitted parameters whose intervals the matrix-free path
             computes (one CG solve of (JᵀJ) x = eᵢ each); the others' are NaN and
@@ -276,7 +276,7 @@ def identify(
             )
     n_data = int(sum(int(np.prod(o.shape)) for o in data.observed.values()))
     n_unknown = len(params) + (0 if posed.extra0 is None else int(posed.extra0.shape[0]))
-    matrix_free = choose_solver(solver, n_unknown, n_data + n_unknown - len(params),
+    matrix_free = choose_solver(solver, len(params), n_unknown, n_data + n_unknown - len(params),
                                 jnp.dtype(dtype).itemsize) == "matrix_free"  # fmt: skip
     checks = Checks(step, recs, observe, state_of, shooting, continuity_weight, params, labels,
                     N, n_data, rank_rtol, _rounding(data, dtype), dtype, posed.problem,

@@ -34,8 +34,9 @@ SOLVERS = ("auto", "dense", "matrix_free")
 """The names :func:`diffsim.identify`'s ``solver=`` accepts."""
 
 MATRIX_FREE_ABOVE = 100
-"""``solver="auto"`` runs matrix-free above this many unknowns (fitted parameters, and with
-multiple shooting the window starts) ..."""
+"""``solver="auto"`` runs matrix-free above this many fitted parameters (multiple shooting's
+window starts do not count: many, but the dense path fits them well, and CG converges slowly
+on the stiff continuity constraints they bring) ..."""
 
 DENSE_JACOBIAN_BYTES = 2**30
 """... or where the dense Jacobian (residuals × unknowns × the float's bytes) would exceed
@@ -75,9 +76,10 @@ def _lineax() -> Any:
     return lineax
 
 
-def choose_solver(solver: str, unknowns: int, rows: int, itemsize: int) -> str:
+def choose_solver(solver: str, p: int, unknowns: int, rows: int, itemsize: int) -> str:
     """``"dense"`` or ``"matrix_free"`` for ``solver=`` (:data:`SOLVERS`): ``"auto"`` runs
-    matrix-free above :data:`MATRIX_FREE_ABOVE` unknowns or :data:`DENSE_JACOBIAN_BYTES`.
+    matrix-free above :data:`MATRIX_FREE_ABOVE` fitted parameters (p) or where the dense
+    Jacobian (rows × unknowns × itemsize bytes) exceeds :data:`DENSE_JACOBIAN_BYTES`.
 
     Raises:
         ValueError: another name; ``"dense"`` where the Jacobian would not fit (the message
@@ -85,7 +87,7 @@ def choose_solver(solver: str, unknowns: int, rows: int, itemsize: int) -> str:
 
     Example:
         >>> from diffsim.identification._matrix_free import choose_solver
-        >>> choose_solver("auto", 6, 600, 8), choose_solver("auto", 2000, 600, 8)
+        >>> choose_solver("auto", 6, 6, 600, 8), choose_solver("auto", 2000, 2000, 600, 8)
         ('dense', 'matrix_free')
     """
     if not isinstance(solver, str) or solver not in SOLVERS:
@@ -98,7 +100,7 @@ def choose_solver(solver: str, unknowns: int, rows: int, itemsize: int) -> str:
             f"{DENSE_JACOBIAN_BYTES / 2**30:g} GiB: use solver='matrix_free' (or 'auto')"
         )
     if solver == "auto":
-        big = unknowns > MATRIX_FREE_ABOVE or need > DENSE_JACOBIAN_BYTES
+        big = p > MATRIX_FREE_ABOVE or need > DENSE_JACOBIAN_BYTES
         return "matrix_free" if big else "dense"
     return solver
 

@@ -66,7 +66,7 @@ from ._parameters import Parameter, resolve_parameters, with_starts
 from ._problem import _exact_residuals, _jacobian, _Problem
 from ._recording import Recording, Signals, check_recording, default_observe
 from ._remedies import Checks, Posed, Tally
-from ._result import IdentifyResult, Intervals, summarise
+from ._result import IdentifyResult, SolverPath, summarise
 from ._shooting import _shooting_problem
 from ._solve import FitRun, fit_run
 from ._statistics import (
@@ -302,7 +302,7 @@ def identify(
         rank_rtol,
         (rtol, atol, max_steps),
         t_start,
-        Intervals(matrix_free, named, checks.check_cost),
+        SolverPath(matrix_free, named, checks.check_cost),
     )
 
 

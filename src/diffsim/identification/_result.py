@@ -183,7 +183,7 @@ class IdentifyResult:
         }
 
 
-class Intervals(NamedTuple):
+class SolverPath(NamedTuple):
     """How :func:`summarise` gets the statistics at the estimate."""
 
     matrix_free: bool = False
@@ -207,7 +207,7 @@ def summarise(
     rank_rtol: float,
     tolerances: tuple[float, float, int],
     t_start: float,
-    intervals: Intervals = Intervals(),
+    path: SolverPath = SolverPath(),
 ) -> IdentifyResult:
     """The result of the fits ``runs`` (the last one's estimate, on ``problem``): the
     statistics at the estimate from its Jacobian (or, matrix-free, from CG solves), the
@@ -226,8 +226,8 @@ def summarise(
     n_extra = 0 if extra0 is None else int(extra0.shape[0])
     dof = N - p_count - n_extra
     notes: list[str] = []
-    if intervals.matrix_free:
-        r, stats = _matrix_free_statistics(problem, x_hat, p_count, n_data, dof, intervals,
+    if path.matrix_free:
+        r, stats = _matrix_free_statistics(problem, x_hat, p_count, n_data, dof, path.named,
                                            labels, notes)  # fmt: skip
         (sv, bad, cov, se, products) = stats
     else:
@@ -276,16 +276,16 @@ def summarise(
     names = tuple(labels)
     theta_full = problem.theta_of(jnp.asarray(x_hat, dtype))
     evaluations = k_total + 2 * len(runs)
-    if intervals.matrix_free:
+    if path.matrix_free:
         # the solves' own count, the checks, the probes' and tests' rollouts, the residuals
         # and linearisation at θ̂ (2) and the interval solves' products (2 each)
         solves = sum(run.rollouts for run in runs)
-        checks = tally.checks * intervals.check_cost
+        checks = tally.checks * path.check_cost
         rollout_equivalents = solves + checks + tally.rollouts + 2 + 2 * products
     else:
         # a Jacobian: one rollout and p + #starts tangents (exact), or 2·M·p rollouts (smoothed)
         per_jac = 1 + p_count + n_extra + (2 * SMOOTHING_DRAWS * p_count if smoothed_fit else 0)
-        checks = tally.checks * (intervals.check_cost + 1 + p_count + n_extra)
+        checks = tally.checks * (path.check_cost + 1 + p_count + n_extra)
         rollout_equivalents = evaluations * per_jac + checks + tally.rollouts
     return IdentifyResult(
         names=names,
@@ -326,7 +326,7 @@ JACOBIAN_MODES = {
 }
 
 
-def _matrix_free_statistics(problem, x_hat, p, n_data, dof, intervals, labels, notes):
+def _matrix_free_statistics(problem, x_hat, p, n_data, dof, named, labels, notes):
     """The residuals at θ̂ and, matrix-free, ``(singular values, unidentified, covariance,
     standard errors, products)``: the named parameters' variances by CG (all of θ's, and the
     covariance, up to :data:`FULL_COVARIANCE_MAX` parameters when none are named); NaN for
@@ -334,7 +334,7 @@ def _matrix_free_statistics(problem, x_hat, p, n_data, dof, intervals, labels, n
     xa = jnp.asarray(x_hat)
     r = np.asarray(_exact_residuals(problem, xa), dtype=float)
     s2 = float(r[:n_data] @ r[:n_data]) / dof
-    which = intervals.named
+    which = named
     if which is None:
         which = tuple(range(p)) if p <= FULL_COVARIANCE_MAX else ()
         if not which:

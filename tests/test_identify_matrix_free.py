@@ -116,6 +116,7 @@ def _rollouts(n: int) -> tuple[int, int]:
     return res.rollout_equivalents, res.iterations
 
 
+@pytest.mark.slow
 def test_the_rollouts_a_fit_spends_do_not_grow_with_p():
     """The whole fit — solves, the doctor's checks at the start and at θ̂, one interval —
     in rollout equivalents (the result's count: 4 per solver step, 2 per product with JᵀJ,

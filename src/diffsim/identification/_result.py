@@ -231,13 +231,8 @@ def summarise(
                                            labels, notes)  # fmt: skip
         (sv, bad, cov, se, products) = stats
     else:
-        xa = jnp.asarray(x_hat, dtype)
-        r, J = (np.asarray(a, dtype=float) for a in _jacobian(problem, xa))
-        sv, V = _scaled_svd(_theta_block(J, p_count))
-        bad = _unidentified(sv, V, labels, rank_rtol)
-        cov = _covariance(r[:n_data], J, p_count, dof, rank_rtol)
-        se = np.sqrt(np.maximum(np.diag(cov), 0.0))
-        se = np.where([n in bad for n in labels], np.inf, se)
+        r, (sv, bad, cov, se) = _dense_statistics(problem, x_hat, p_count, n_data, dof, labels,
+                                                  rank_rtol)  # fmt: skip
         products = 0
     x_hat = np.asarray(x_hat, dtype=float)
     defect = float(np.max(np.abs(r[n_data:]), initial=0.0)) / float(problem.continuity)
@@ -324,6 +319,18 @@ JACOBIAN_MODES = {
     "bwd": "reverse-mode",
     "matrix_free": "matrix-free (jvp and vjp, conjugate gradients)",
 }
+
+
+def _dense_statistics(problem, x_hat, p, n_data, dof, labels, rank_rtol):
+    """The residuals at θ̂ and ``(singular values, unidentified, covariance, standard
+    errors)`` from the Jacobian there (infinite errors for what the data do not see)."""
+    xa = jnp.asarray(x_hat, jnp.result_type(float))
+    r, J = (np.asarray(a, dtype=float) for a in _jacobian(problem, xa))
+    sv, V = _scaled_svd(_theta_block(J, p))
+    bad = _unidentified(sv, V, labels, rank_rtol)
+    cov = _covariance(r[:n_data], J, p, dof, rank_rtol)
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    return r, (sv, bad, cov, np.where([n in bad for n in labels], np.inf, se))
 
 
 def _matrix_free_statistics(problem, x_hat, p, n_data, dof, named, labels, notes):

@@ -13,6 +13,13 @@ from ._files import FILE_SIGNALS as FILE_SIGNALS
 from ._files import load_recording as load_recording
 from ._files import save_recording as save_recording
 from ._identify import identify as identify
+from ._matrix_free import CG_MAX_STEPS as CG_MAX_STEPS
+from ._matrix_free import DENSE_JACOBIAN_BYTES as DENSE_JACOBIAN_BYTES
+from ._matrix_free import FULL_COVARIANCE_MAX as FULL_COVARIANCE_MAX
+from ._matrix_free import INTERVAL_CG_MAX_STEPS as INTERVAL_CG_MAX_STEPS
+from ._matrix_free import MATRIX_FREE_ABOVE as MATRIX_FREE_ABOVE
+from ._matrix_free import NUM_DIRECTIONS as NUM_DIRECTIONS
+from ._matrix_free import SOLVERS as SOLVERS
 from ._parameters import Parameter as Parameter
 from ._parameters import parse_parameters as parse_parameters
 from ._problem import SMOOTHING_DRAWS as SMOOTHING_DRAWS
@@ -37,15 +44,22 @@ from ._trust import Report as Report
 from ._trust import as_trust as as_trust
 
 __all__ = [
+    "CG_MAX_STEPS",
     "CONFIDENCE",
+    "DENSE_JACOBIAN_BYTES",
     "FILE_SIGNALS",
+    "FULL_COVARIANCE_MAX",
+    "INTERVAL_CG_MAX_STEPS",
+    "MATRIX_FREE_ABOVE",
     "MIN_AUTO_WINDOW",
     "NONLINEARITY",
+    "NUM_DIRECTIONS",
     "PROBE_GAIN",
     "PROBE_RESTARTS",
     "PROBE_WIDTHS",
     "SMOOTHING_DRAWS",
     "SMOOTHING_SCALE",
+    "SOLVERS",
     "TRUST",
     "AbstractTrust",
     "Act",

@@ -30,6 +30,13 @@ the Gauss–Newton (linearised) covariance: the 95 % intervals are exact for a m
 in θ with independent Gaussian noise of equal variance after weighting (so a weight should
 be 1/σ of its signal's noise), and asymptotically otherwise.
 
+**Many parameters.** Above a hundred parameters (or a dense Jacobian over 1 GiB) the fit
+runs matrix-free (``solver=``): J is never formed; its products come from ``jvp`` and
+``vjp`` through the rollout, each Levenberg–Marquardt step is a CG solve, the doctor's
+check and the smoothed Jacobian run along a fixed number of random directions, and the
+intervals are those of the parameters named in ``intervals_for`` (one CG solve of
+:math:`(J^\top J) x = e_i` each): a fit's rollouts follow the steps and CG's iterations, not p.
+
 **Identifiability.** The singular values of the column-normalised Jacobian
 :math:`J D` (:math:`D_{jj} = 1/\lVert J_{:j} \rVert`) measure how well the data pin each
 direction of θ. A relative singular value below ``rank_rtol`` is a direction the data do
@@ -55,11 +62,12 @@ import numpy as np
 
 from .._checks import check_in_range, check_int
 from ._data import _Data, _stack, _Subset
+from ._matrix_free import NUM_DIRECTIONS, check_intervals_for, choose_solver
 from ._parameters import Parameter, resolve_parameters, with_starts
-from ._problem import _jacobian, _Problem
+from ._problem import _exact_residuals, _jacobian, _Problem
 from ._recording import Recording, Signals, check_recording, default_observe
 from ._remedies import Checks, Posed, Tally
-from ._result import IdentifyResult, summarise
+from ._result import IdentifyResult, SolverPath, summarise
 from ._shooting import _shooting_problem
 from ._solve import FitRun, fit_run
 from ._statistics import (
@@ -94,6 +102,9 @@ def identify(
     shooting: int | None = None,
     state_of: Callable[[Signals], Any] | None = None,
     continuity_weight: float | None = None,
+    solver: str = "auto",
+    intervals_for: Sequence[str] | None = None,
+    num_directions: int = NUM_DIRECTIONS,
 ) -> IdentifyResult:
     r"""Fit ``parameters`` of θ so that ``step`` reproduces ``recordings`` (module docstring:
     the least-squares problem, the bounds, the intervals, identifiability).
@@ -159,13 +170,37 @@ def identify(
             in ``SOLVER_MEMORY`` (an MJX state's warm start) are neither fitted nor tied.
         continuity_weight: multiple shooting: the weight of the continuity residuals
             (state units); default 1000 × the mean weight of the data.
+        solver: ``"auto"`` (default), ``"dense"`` or ``"matrix_free"``
+            (:data:`~diffsim.identification.SOLVERS`). ``"dense"``: the Jacobian formed by
+            forward mode (1 + p rollouts per step, p × residuals × 8 bytes), Optimistix's
+            Levenberg–Marquardt, the doctor's check along each parameter (10·p rollouts).
+            ``"matrix_free"`` (``diffsim.identification._matrix_free``): J·v by ``jvp``,
+            Jᵀ·w by ``vjp`` of one linearisation per step, the step solved by Lineax's CG
+            (4 + 2 × its iterations rollouts per step, at most
+            :data:`~diffsim.identification.CG_MAX_STEPS` iterations), the doctor's check and
+            the smoothed Jacobian along ``num_directions`` random directions (10·M + 2 and
+            2·M rollouts), no rank test at the start and no probes around θ̂; memory one
+            linearised rollout whatever p is. ``"auto"`` runs matrix-free above
+            :data:`~diffsim.identification.MATRIX_FREE_ABOVE` (100) fitted parameters
+            (shooting's window starts do not count) or where the dense Jacobian would exceed
+            :data:`~diffsim.identification.DENSE_JACOBIAN_BYTES` (1 GiB), dense otherwise.
+        intervals_for: names of fitted parameters whose intervals the matrix-free path
+            computes (one CG solve of (JᵀJ) x = eᵢ each); the others' are NaN and
+            ``covariance`` is ``None``. Not given, it computes all of them (and the
+            covariance) up to :data:`~diffsim.identification.FULL_COVARIANCE_MAX` (100)
+            parameters and none beyond. The dense path gives every interval.
+        num_directions: the matrix-free path's random directions (>= 1; default
+            :data:`~diffsim.identification.NUM_DIRECTIONS` = 16).
 
     Returns:
         :class:`IdentifyResult`.
 
     Raises:
         ValueError: an empty parameter set, unknown fields or names, bounds that exclude
-            the start, a start that is not finite, recordings whose shapes, signals or
+            the start, ``solver`` not one of its names, ``solver="dense"`` beyond
+            ``DENSE_JACOBIAN_BYTES`` (the message gives the estimate), ``intervals_for``
+            naming a parameter not fitted (the message lists them), ``num_directions`` < 1,
+            a start that is not finite, recordings whose shapes, signals or
             times do not match the step or each other, non-finite data, fewer observed
             samples than parameters. :class:`NotIdentifiableError` (a ``ValueError``) when
             the Jacobian at the start is rank-deficient: the message names the parameters.
@@ -194,6 +229,8 @@ def identify(
     params = resolve_parameters(parameters, theta, model, bounds)
     labels = [p.label for p in params]
     max_steps = check_int("max_steps", max_steps, minimum=1)
+    num_directions = check_int("num_directions", num_directions, minimum=1)
+    named = check_intervals_for(intervals_for, labels)
     strategy = as_trust(trust)
     dtype = jnp.result_type(float)
     eps = float(jnp.finfo(dtype).eps)
@@ -238,16 +275,20 @@ def identify(
                 f"shooting = {shooting}: the recordings hold {N} observed samples for "
                 f"{len(params)} parameters and {n_extra} start-state entries: use longer windows"
             )
+    n_data = int(sum(int(np.prod(o.shape)) for o in data.observed.values()))
+    n_unknown = len(params) + (0 if posed.extra0 is None else int(posed.extra0.shape[0]))
+    matrix_free = choose_solver(solver, len(params), n_unknown, n_data + n_unknown - len(params),
+                                jnp.dtype(dtype).itemsize) == "matrix_free"  # fmt: skip
     checks = Checks(step, recs, observe, state_of, shooting, continuity_weight, params, labels,
-                    N, int(sum(int(np.prod(o.shape)) for o in data.observed.values())),
-                    rank_rtol, _rounding(data, dtype), dtype, posed.problem)  # fmt: skip
+                    N, n_data, rank_rtol, _rounding(data, dtype), dtype, posed.problem,
+                    num_directions if matrix_free else None)  # fmt: skip
 
     def solve(posed: Posed, x_theta) -> FitRun:
         run = fit_run(posed.problem, params, x_theta, x0j, scale, posed.extra0,
-                      posed.extra_scale, dtype, rtol, atol, max_steps)  # fmt: skip
+                      posed.extra_scale, dtype, rtol, atol, max_steps, matrix_free)  # fmt: skip
         return _in_own_units(run, lambda ps, x, s: fit_run(
             posed.problem, ps, x, jnp.asarray(x, dtype), s, posed.extra0, posed.extra_scale,
-            dtype, rtol, atol, max_steps), params, scale)  # fmt: skip
+            dtype, rtol, atol, max_steps, matrix_free), params, scale)  # fmt: skip
 
     r0, start = _at_start(strategy, checks, posed, x0)
     runs, posed, trusted, tally, actions = _fits(strategy, checks, posed, x0, start, solve)
@@ -265,6 +306,7 @@ def identify(
         rank_rtol,
         (rtol, atol, max_steps),
         t_start,
+        SolverPath(matrix_free, named, checks.check_cost),
     )
 
 
@@ -295,6 +337,7 @@ def _in_own_units(
         again = resolve(restarted, run.x[:p], scale)
         run = again._replace(
             steps=run.steps + again.steps,
+            rollouts=run.rollouts + again.rollouts,
             theta_history=np.concatenate([run.theta_history, again.theta_history]),
             cost_history=np.concatenate([run.cost_history, again.cost_history]),
         )
@@ -365,10 +408,17 @@ def _at_start(strategy: AbstractTrust, checks: Checks, posed: Posed, x0: np.ndar
         x0_all = jnp.concatenate([x0_all, posed.extra0])
     n_extra = int(x0_all.shape[0]) - p
     labels_all = checks.labels + [f"window start [{i}]" for i in range(n_extra)]
-    r0, J0 = _jacobian(posed.problem, x0_all)
-    _check_finite_jacobian(r0, J0, labels_all)
-    sv0, V0 = _scaled_svd(_theta_block(np.asarray(J0), p))
-    bad0 = _unidentified(sv0, V0, checks.labels, checks.rank_rtol)
+    if checks.directions is not None:
+        # matrix-free: the residuals only (the rank is not tested: it needs the p columns)
+        r0 = _exact_residuals(posed.problem, x0_all)
+        if not bool(jnp.all(jnp.isfinite(r0))):
+            raise ValueError("the simulation at the start gives non-finite observations: change it")
+        sv0, bad0 = np.ones(0), ()
+    else:
+        r0, J0 = _jacobian(posed.problem, x0_all)
+        _check_finite_jacobian(r0, J0, labels_all)
+        sv0, V0 = _scaled_svd(_theta_block(np.asarray(J0), p))
+        bad0 = _unidentified(sv0, V0, checks.labels, checks.rank_rtol)
     finding = Finding(None, x0_all, x0, None, posed, (), bad0)
     decision = strategy.next_remedy(finding, checks, Tally())
     if bad0 and decision.remedy is None:

@@ -163,6 +163,21 @@ def _from_z(kind: str, lo: float, hi: float, x0: float, scale: float, z):
     return lo + (hi - lo) * jax.nn.sigmoid(z)
 
 
+def _from_z_all(kinds: tuple[str, ...], lo, hi, x0, scale, z):
+    """:func:`_from_z` of every parameter at once (vectorised: a fit of thousands traces
+    one expression, not one per parameter); each entry is the same expression of its z."""
+    k = np.asarray(kinds)
+    one_sided = jnp.asarray((k == "lower") | (k == "upper"))
+    both = jnp.asarray(k == "both")
+    # double where: the exponential and sigmoid see 0 where their branch is not taken, so a
+    # free parameter's large z gives no inf (and no NaN gradient) in an unused branch
+    e = jnp.exp(jnp.where(one_sided, z, 0.0))
+    s = jax.nn.sigmoid(jnp.where(both, z, 0.0))
+    out = jnp.where(jnp.asarray(k == "free"), x0 + scale * z, lo + (hi - lo) * s)
+    out = jnp.where(jnp.asarray(k == "lower"), lo + e, out)
+    return jnp.where(jnp.asarray(k == "upper"), hi - e, out)
+
+
 def resolve_parameters(
     parameters: str | Sequence[str | Parameter],
     theta: Mapping[str, Any],

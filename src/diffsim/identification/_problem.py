@@ -44,11 +44,19 @@ class _Problem(eqx.Module):
     # antithetic draws `smooth_eps` (p, M) at the scales `smooth_sigma` (p,)
     smooth_eps: Any = None
     smooth_sigma: Any = None
+    # the matrix-free path's smoothed Jacobian: along the fixed random directions
+    # `smooth_directions` (M, p) at the scales `smooth_sigma` (p,)
+    smooth_directions: Any = None
 
     def theta_of(self, x):
+        # one scatter per field, not one per parameter: a fit of thousands of entries of one
+        # field traces (and compiles) a single update
         theta = dict(self.base)
-        for j, p in enumerate(self.params):
-            theta[p.field] = jnp.asarray(theta[p.field]).at[p.index].set(x[j])
+        for field, (js, index) in _scatter_plan(self.params).items():
+            value = x[js] if index is not None else x[js[-1]]
+            theta[field] = (
+                jnp.asarray(theta[field]).at[index if index is not None else ()].set(value)
+            )
         return theta
 
     @property
@@ -109,6 +117,39 @@ class _Problem(eqx.Module):
 
         return r(x)
 
+    def matrix_free_residuals(self, x):
+        r"""The residuals as the matrix-free path differentiates them: exactly (``jvp`` and
+        ``vjp`` through the rollout), or, with ``smooth_directions`` set, with θ's columns
+        of the Jacobian smoothed along the random directions: :math:`J_s v = \frac1M
+        \sum_i Δ_i\, ε_i^\top (v / σ)`, :math:`Δ_i = \tfrac12 (r(x + σ ε_i) - r(x - σ
+        ε_i))` — 2M rollouts per linearisation, whatever p is; an estimate of rank M whose
+        expectation is the Gaussian-smoothed residuals' Jacobian (exact for a response
+        linear in θ, in expectation)."""
+        if self.smooth_directions is None:
+            return self.exact_residuals(x)
+        p = len(self.params)
+        E, sig = self.smooth_directions, self.smooth_sigma
+
+        @jax.custom_jvp
+        def r(x):
+            return self.exact_residuals(x)
+
+        @r.defjvp
+        def r_jvp(primals, tangents):
+            (x,), (dx,) = primals, tangents
+
+            def half_difference(e):
+                d = jnp.zeros_like(x).at[:p].set(sig * e)
+                return 0.5 * (self.exact_residuals(x + d) - self.exact_residuals(x - d))
+
+            diffs = jax.vmap(half_difference)(E)  # (M, rows)
+            dy = diffs.T @ (E @ (dx[:p] / sig)) / E.shape[0]
+            if x.shape[0] > p:  # shooting's start states: their exact columns
+                dy = dy + jax.jvp(self.exact_residuals, (x,), (dx.at[:p].set(0.0),))[1]
+            return self.exact_residuals(x), dy
+
+        return r(x)
+
     def smoothed_jacobian(self, x):
         r"""θ's columns of the smoothed residuals' Jacobian: column j is the slope of the
         residuals along θ_j over Gaussian offsets of scale σ_j,
@@ -165,6 +206,23 @@ class _Problem(eqx.Module):
         return jnp.concatenate(out)
 
 
+def _scatter_plan(params: tuple[Parameter, ...]) -> dict[str, tuple[np.ndarray, Any]]:
+    """``{field: (positions in x, index)}``: where each field's fitted entries go, as one
+    integer-array index per field (``None`` for a scalar field). An entry fitted under two
+    names takes the later one's value, as one ``.at[].set`` per parameter in order did."""
+    plan: dict[str, dict[tuple[int, ...], int]] = {}
+    for j, p in enumerate(params):
+        idx = p.index if isinstance(p.index, tuple) else (p.index,)
+        plan.setdefault(p.field, {})[idx] = j
+    out: dict[str, tuple[np.ndarray, Any]] = {}
+    for field, where in plan.items():
+        idx, js = list(where), list(where.values())
+        ndim = len(idx[0])
+        index = tuple(np.array([i[d] for i in idx], dtype=np.int64) for d in range(ndim))
+        out[field] = (np.asarray(js, dtype=np.int64), index if ndim else None)
+    return out
+
+
 def _forward_mode(f: Callable[[jax.Array], jax.Array]) -> Callable[[jax.Array], jax.Array]:
     """``f`` whose derivative is always its forward-mode Jacobian: a ``custom_jvp`` whose
     rule builds ``J`` with one tangent per column of x (``vmap`` of ``jvp``) and returns
@@ -217,7 +275,22 @@ def _smoothed(problem: _Problem, x_theta, dtype) -> _Problem:
 
 def _without_smoothing(problem: _Problem) -> _Problem:
     """``problem`` with its exact Jacobian (the smoothed one switched off)."""
-    return dataclasses.replace(problem, smooth_eps=None, smooth_sigma=None)
+    return dataclasses.replace(problem, smooth_eps=None, smooth_sigma=None, smooth_directions=None)
+
+
+def _smoothed_along(problem: _Problem, x_theta, dtype, num_directions: int) -> _Problem:
+    """``problem`` with the matrix-free path's smoothed Jacobian
+    (:meth:`_Problem.matrix_free_residuals`): ``num_directions`` fixed Gaussian directions,
+    σ_j = :data:`SMOOTHING_SCALE`·|θ_j| at the point it is switched on."""
+    x = np.asarray(x_theta, dtype=float)
+    sigma = SMOOTHING_SCALE * np.where(x != 0, np.abs(x), 1.0)
+    E = jax.random.normal(jax.random.key(1), (num_directions, len(problem.params)), dtype)
+    return dataclasses.replace(problem, smooth_directions=E, smooth_sigma=jnp.asarray(sigma, dtype))
+
+
+def is_smoothed(problem: _Problem) -> bool:
+    """Whether ``problem`` fits with a smoothed Jacobian (either path's)."""
+    return problem.smooth_eps is not None or problem.smooth_directions is not None
 
 
 class _Projected(eqx.Module):

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._matrix_free import _second_over_first_along, directional_trusted, scaled_directions
 from ._parameters import Parameter
 from ._problem import (
     SMOOTHING_DRAWS,
@@ -27,6 +28,7 @@ from ._problem import (
     _Problem,
     _Projected,
     _smoothed,
+    _smoothed_along,
     _without_smoothing,
 )
 from ._recording import Recording
@@ -127,10 +129,20 @@ class Checks:
     rounding: float  # costs closer than this are equal (100·ε of the data's ‖y‖²)
     dtype: Any
     single: _Problem  # the problem before any remedy: what shorter windows are cut from
+    # the matrix-free path: the random directions of the check and the smoothed Jacobian
+    # (None: the dense path, one column per parameter)
+    directions: int | None = None
 
     @property
     def p(self) -> int:
         return len(self.params)
+
+    @property
+    def check_cost(self) -> int:
+        """Rollout equivalents of one check of the exact Jacobian, beyond its Jacobian:
+        10 per parameter (dense) or per direction (matrix-free; its gradient one reverse
+        pass, counted 2)."""
+        return 10 * self.p if self.directions is None else 10 * self.directions + 2
 
     def exact_trusted(self, prob: _Problem, x_all, tally: Tally) -> tuple[bool, Tally]:
         """The doctor's check (:func:`diffsim.doctor.check_grad`) of the exact Jacobian at x: θ's
@@ -139,6 +151,10 @@ class Checks:
         from ..doctor import check_grad  # the doctor's own test, not a second one
 
         tally = tally._replace(checks=tally.checks + 1)
+        if self.directions is not None:
+            exact = _without_smoothing(prob)
+            ok = directional_trusted(exact, x_all, self.p, self.directions, self.dtype)
+            return ok, tally
         # the gradient checked is cᵀJ from the fit's own Jacobian program (compiled once per
         # problem): the check itself compiles only the rollout, batched over the differences
         r, J = _jacobian(_without_smoothing(prob), jnp.asarray(x_all, self.dtype))
@@ -150,13 +166,24 @@ class Checks:
 
     def nearly_linear(self, prob: _Problem, x, tally: Tally) -> tuple[bool, Tally]:
         """Whether the residuals stay nearly linear :data:`SMOOTHING_SCALE` away along each
-        parameter (:data:`NONLINEARITY`): 3·p rollouts."""
-        tally = tally._replace(rollouts=tally.rollouts + 3 * len(prob.params))
-        r = np.asarray(_second_over_first(prob, x))
+        parameter (:data:`NONLINEARITY`): 3·p rollouts; matrix-free, along each of the
+        check's random directions (at that relative length): 3·M."""
+        if self.directions is None:
+            tally = tally._replace(rollouts=tally.rollouts + 3 * len(prob.params))
+            r = np.asarray(_second_over_first(prob, x))
+        else:
+            tally = tally._replace(rollouts=tally.rollouts + 3 * self.directions)
+            xa = jnp.asarray(x, self.dtype)
+            V = SMOOTHING_SCALE * scaled_directions(xa[: self.p], int(xa.shape[0]),
+                                                    self.directions, self.dtype)  # fmt: skip
+            r = np.asarray(_second_over_first_along(prob, xa, V))
         return bool(np.all(np.isfinite(r)) and np.all(r <= NONLINEARITY)), tally
 
     def full_rank(self, prob: _Problem, x) -> bool:
-        """Whether the Jacobian at x is finite and sees every fitted parameter."""
+        """Whether the Jacobian at x is finite and sees every fitted parameter (matrix-free:
+        whether the residuals are finite; the rank is not tested there)."""
+        if self.directions is not None:
+            return bool(np.all(np.isfinite(np.asarray(_exact_residuals(prob, jnp.asarray(x))))))
         _, J = _jacobian(prob, jnp.asarray(x))
         sv, V = _scaled_svd(_theta_block(np.asarray(J), self.p))
         finite = bool(np.all(np.isfinite(np.asarray(J))))
@@ -229,19 +256,34 @@ class Checks:
             return Remedy(RemedyKind.SHOOTING, shot[0]), shot[1], tally
         e0 = None if prob.window is None else posed.extra0
         es = None if prob.window is None else posed.extra_scale
-        smoothed = Posed(_smoothed(prob, x_theta, self.dtype), e0, es)
+        smoothed = Posed(self.smoothed(prob, x_theta), e0, es)
+        how = (
+            f"each parameter's residuals smoothed by a Gaussian of {SMOOTHING_SCALE:.0%} of "
+            f"its value, {SMOOTHING_DRAWS} antithetic draws"
+            if self.directions is None
+            else f"the residuals smoothed by a Gaussian of {SMOOTHING_SCALE:.0%} of each "
+            f"parameter's value, along {self.directions} fixed random directions"
+        )
         return Remedy(RemedyKind.SMOOTHED, smoothed), (
             f"{where} (diffsim.doctor.check_grad; e.g. a contact switch within the difference "
             "step, "
-            f"a stiff or chaotic response): switched to the smoothed Jacobian (each "
-            f"parameter's residuals smoothed by a Gaussian of {SMOOTHING_SCALE:.0%} of its "
-            f"value, {SMOOTHING_DRAWS} antithetic draws)"
+            f"a stiff or chaotic response): switched to the smoothed Jacobian ({how})"
         ), tally  # fmt: skip
+
+    def smoothed(self, prob: _Problem, x_theta) -> _Problem:
+        """``prob`` with the smoothed Jacobian: per parameter (dense), or along the random
+        directions (matrix-free)."""
+        if self.directions is None:
+            return _smoothed(prob, x_theta, self.dtype)
+        return _smoothed_along(prob, x_theta, self.dtype, self.directions)
 
     def probe(self, prob: _Problem, x_all, tally: Tally) -> tuple[tuple[Any, str] | None, Tally]:
         """The lowest of the cost at θ̂ and at :data:`PROBE_WIDTHS` of each parameter's 95 %
         half-width from it (inside its bounds; shooting's starts held): ``(θ, note)`` when
-        a probe lowers the cost by more than :data:`PROBE_GAIN`, else ``None``."""
+        a probe lowers the cost by more than :data:`PROBE_GAIN`, else ``None``. Not on the
+        matrix-free path (its 4·p rollouts and dense intervals grow with p)."""
+        if self.directions is not None:
+            return None, tally
         p, dtype = self.p, self.dtype
         xa = jnp.asarray(x_all, dtype)
         r_, J_ = (np.asarray(a, dtype=float) for a in _jacobian(prob, xa))

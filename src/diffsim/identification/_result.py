@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
 from ._data import _Data
+from ._matrix_free import FULL_COVARIANCE_MAX, variances
 from ._parameters import Parameter
-from ._problem import SMOOTHING_DRAWS, _jacobian, _Problem
+from ._problem import SMOOTHING_DRAWS, _exact_residuals, _jacobian, _Problem, is_smoothed
 from ._remedies import Tally
 from ._solve import FitRun
 from ._statistics import _covariance, _scaled_svd, _t_quantile, _theta_block, _unidentified
@@ -29,11 +30,15 @@ class IdentifyResult:
         start: ``{name: start}``.
         std_error, interval_low, interval_high: standard errors and 95 % intervals
             (``inf`` / ``∓inf`` for a parameter the data do not determine).
-        covariance: (p, p), in the parameters' units.
+        covariance: (p, p), in the parameters' units; ``None`` where the matrix-free
+            solver did not form it (beyond ``FULL_COVARIANCE_MAX`` parameters, or with
+            ``intervals_for``: then only the named parameters have intervals, the others
+            NaN, and ``message`` says so).
         residual: the root mean square of the weighted residuals at θ̂; ``residual_start``
             at the start; ``residual_per_signal``: ``{signal: RMS}``.
         cost: ½‖r‖² at θ̂. ``num_samples``: N, observed samples.
-        singular_values: relative singular values of the column-normalised Jacobian.
+        singular_values: relative singular values of the column-normalised Jacobian
+            (empty on the matrix-free path, which forms no Jacobian).
         unidentifiable: names of parameters the data do not determine at θ̂.
         converged: whether Levenberg–Marquardt met its tolerances within ``max_steps``.
         message: why it stopped.
@@ -43,6 +48,9 @@ class IdentifyResult:
             tangent; the smoothed Jacobian adds 2·M·p rollouts), plus 10·p + 1 + p + #starts for
             each of the doctor's checks (its differences and the exact Jacobian it checks),
             plus, for each probe around θ̂ (``trust="act"``), its Jacobian and its rollouts.
+            Matrix-free: per solver step 4 rollout equivalents (the linearisation, Jᵀr, Jδ,
+            the trial; the smoothed Jacobian adds 2·M) and 2 per product with JᵀJ in its
+            conjugate gradients, 10·M + 2 per check, 2 per product of the interval solves.
         jacobian_mode, seconds: how the Jacobian was computed, and the wall time.
         jacobian_trusted: whether the doctor's finite-difference check agreed with the
             exact Jacobian at θ̂ (``None``: not checked).
@@ -70,7 +78,7 @@ class IdentifyResult:
     std_error: dict[str, float]
     interval_low: dict[str, float]
     interval_high: dict[str, float]
-    covariance: np.ndarray
+    covariance: np.ndarray | None
     residual: float
     residual_start: float
     residual_per_signal: dict[str, float]
@@ -158,7 +166,13 @@ class IdentifyResult:
             "continuity_defect": self.continuity_defect,
             "actions": list(self.actions),
             "jacobian": self.jacobian,
-            "method": "Levenberg-Marquardt (optimistix), "
+            "method": "Levenberg-Marquardt ("
+            + (
+                "matrix-free, lineax CG"
+                if self.jacobian_mode.startswith("matrix")
+                else "optimistix"
+            )
+            + "), "
             + (
                 "smoothed Jacobian (zeroth-order, Gaussian)"
                 if self.jacobian == "smoothed"
@@ -167,6 +181,16 @@ class IdentifyResult:
             + (f", multiple shooting ({self.windows} windows)" if self.windows > 1 else ""),
             "seconds": self.seconds,
         }
+
+
+class SolverPath(NamedTuple):
+    """How :func:`summarise` gets the statistics at the estimate."""
+
+    matrix_free: bool = False
+    named: tuple[int, ...] | None = None
+    """``intervals_for``'s parameters (positions), ``None`` when not given."""
+    check_cost: int = 0
+    """Rollout equivalents of one check of the exact Jacobian, beyond its Jacobian."""
 
 
 def summarise(
@@ -183,9 +207,11 @@ def summarise(
     rank_rtol: float,
     tolerances: tuple[float, float, int],
     t_start: float,
+    path: SolverPath = SolverPath(),
 ) -> IdentifyResult:
     """The result of the fits ``runs`` (the last one's estimate, on ``problem``): the
-    statistics at the estimate from its Jacobian, the message and the evaluations."""
+    statistics at the estimate from its Jacobian (or, matrix-free, from CG solves), the
+    message and the evaluations."""
     rtol, atol, max_steps = tolerances
     dtype = jnp.result_type(float)
     labels = [p.label for p in params]
@@ -198,18 +224,20 @@ def summarise(
     hist_theta = np.concatenate([run.theta_history for run in runs])
     hist_cost = np.concatenate([run.cost_history for run in runs])
     n_extra = 0 if extra0 is None else int(extra0.shape[0])
-    r, J = (np.asarray(a, dtype=float) for a in _jacobian(problem, jnp.asarray(x_hat, dtype)))
+    dof = N - p_count - n_extra
+    notes: list[str] = []
+    if path.matrix_free:
+        r, stats = _matrix_free_statistics(problem, x_hat, p_count, n_data, dof, path.named,
+                                           labels, notes)  # fmt: skip
+        (sv, bad, cov, se, products) = stats
+    else:
+        r, (sv, bad, cov, se) = _dense_statistics(problem, x_hat, p_count, n_data, dof, labels,
+                                                  rank_rtol)  # fmt: skip
+        products = 0
     x_hat = np.asarray(x_hat, dtype=float)
     defect = float(np.max(np.abs(r[n_data:]), initial=0.0)) / float(problem.continuity)
     r = r[:n_data] if n_extra else r  # the data's residuals (the defects are constraints)
     x_hat = x_hat[:p_count]
-
-    sv, V = _scaled_svd(_theta_block(J, p_count))
-    bad = _unidentified(sv, V, labels, rank_rtol)
-    dof = N - p_count - n_extra
-    cov = _covariance(r, J, p_count, dof, rank_rtol)
-    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    se = np.where([n in bad for n in labels], np.inf, se)
     tq = _t_quantile(dof)
     per_signal = {}
     offset = 0
@@ -219,7 +247,7 @@ def summarise(
         seg = r[offset : offset + size]
         per_signal[key] = float(np.sqrt(seg @ seg / max(m, 1)))
         offset += size
-    smoothed_fit = problem.smooth_eps is not None
+    smoothed_fit = is_smoothed(problem)
     if not finite:
         message = "the simulation went non-finite; the last finite iterate is reported"
         ok = False
@@ -239,11 +267,21 @@ def summarise(
                 else ": the intervals rest on a Jacobian the doctor does not trust"
             )
         )
+    message += "".join("; " + n for n in notes)
     names = tuple(labels)
     theta_full = problem.theta_of(jnp.asarray(x_hat, dtype))
-    # a Jacobian: one rollout and p + #starts tangents (exact), or 2·M·p rollouts (smoothed)
-    per_jac = 1 + p_count + n_extra + (2 * SMOOTHING_DRAWS * p_count if smoothed_fit else 0)
     evaluations = k_total + 2 * len(runs)
+    if path.matrix_free:
+        # the solves' own count, the checks, the probes' and tests' rollouts, the residuals
+        # and linearisation at θ̂ (2) and the interval solves' products (2 each)
+        solves = sum(run.rollouts for run in runs)
+        checks = tally.checks * path.check_cost
+        rollout_equivalents = solves + checks + tally.rollouts + 2 + 2 * products
+    else:
+        # a Jacobian: one rollout and p + #starts tangents (exact), or 2·M·p rollouts (smoothed)
+        per_jac = 1 + p_count + n_extra + (2 * SMOOTHING_DRAWS * p_count if smoothed_fit else 0)
+        checks = tally.checks * (path.check_cost + 1 + p_count + n_extra)
+        rollout_equivalents = evaluations * per_jac + checks + tally.rollouts
     return IdentifyResult(
         names=names,
         theta=dict(zip(names, map(float, x_hat))),
@@ -264,10 +302,8 @@ def summarise(
         message=message,
         iterations=k_total,
         evaluations=evaluations,
-        rollout_equivalents=evaluations * per_jac
-        + tally.checks * (10 * p_count + 1 + p_count + n_extra)
-        + tally.rollouts,
-        jacobian_mode={"fwd": "forward-mode", "bwd": "reverse-mode"}[jac],
+        rollout_equivalents=int(rollout_equivalents),
+        jacobian_mode=JACOBIAN_MODES[jac],
         jacobian_trusted=trusted,
         seconds=time.perf_counter() - t_start,
         history={"cost": hist_cost, "theta": hist_theta},
@@ -276,3 +312,63 @@ def summarise(
         actions=tuple(actions),
         jacobian="smoothed" if smoothed_fit else "exact",
     )
+
+
+JACOBIAN_MODES = {
+    "fwd": "forward-mode",
+    "bwd": "reverse-mode",
+    "matrix_free": "matrix-free (jvp and vjp, conjugate gradients)",
+}
+
+
+def _dense_statistics(problem, x_hat, p, n_data, dof, labels, rank_rtol):
+    """The residuals at θ̂ and ``(singular values, unidentified, covariance, standard
+    errors)`` from the Jacobian there (infinite errors for what the data do not see)."""
+    xa = jnp.asarray(x_hat, jnp.result_type(float))
+    r, J = (np.asarray(a, dtype=float) for a in _jacobian(problem, xa))
+    sv, V = _scaled_svd(_theta_block(J, p))
+    bad = _unidentified(sv, V, labels, rank_rtol)
+    cov = _covariance(r[:n_data], J, p, dof, rank_rtol)
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    return r, (sv, bad, cov, np.where([n in bad for n in labels], np.inf, se))
+
+
+def _matrix_free_statistics(problem, x_hat, p, n_data, dof, named, labels, notes):
+    """The residuals at θ̂ and, matrix-free, ``(singular values, unidentified, covariance,
+    standard errors, products)``: the named parameters' variances by CG (all of θ's, and the
+    covariance, up to :data:`FULL_COVARIANCE_MAX` parameters when none are named); NaN for
+    the others."""
+    xa = jnp.asarray(x_hat)
+    r = np.asarray(_exact_residuals(problem, xa), dtype=float)
+    s2 = float(r[:n_data] @ r[:n_data]) / dof
+    which = named
+    if which is None:
+        which = tuple(range(p)) if p <= FULL_COVARIANCE_MAX else ()
+        if not which:
+            notes.append(
+                f"the matrix-free solver formed no covariance (p = {p} > FULL_COVARIANCE_MAX "
+                f"= {FULL_COVARIANCE_MAX}): name the parameters whose intervals you want in "
+                "intervals_for"
+            )
+    elif len(which) < p:
+        notes.append(
+            f"intervals for {len(which)} named parameter(s) (intervals_for); the others' "
+            "are NaN and the covariance was not formed"
+        )
+    se = np.full(p, np.nan)
+    cov, products = None, 0
+    if which:
+        scale = np.where(np.abs(np.asarray(x_hat)) > 0, np.abs(np.asarray(x_hat)), 1.0)
+        var = variances(problem, xa, scale, which, p)
+        products = var.products
+        se[list(which)] = np.sqrt(s2 * np.maximum(var.diagonal, 0.0))
+        if var.block is not None:
+            cov = s2 * var.block
+        unsolved = [labels[i] for i, d in zip(which, var.diagonal) if not np.isfinite(d)]
+        if unsolved:
+            notes.append(
+                "the interval solves (conjugate gradients) did not converge for "
+                f"{', '.join(unsolved)}: their intervals are reported infinite (a direction "
+                "the data barely see)"
+            )
+    return r, ((), (), cov, se, products)

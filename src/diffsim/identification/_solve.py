@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, NamedTuple
 
@@ -11,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._parameters import _from_z, _to_z
+from ._parameters import _from_z_all, _to_z
 from ._problem import _exact_residuals, _Problem
 
 
@@ -32,6 +33,9 @@ class FitRun(NamedTuple):
     """(steps, p): θ at the accepted iterates."""
     cost_history: np.ndarray
     """(steps,): ½‖r‖² at the accepted iterates."""
+    rollouts: int = 0
+    """The matrix-free path: the rollout equivalents the solve spent (module
+    ``_matrix_free``); the dense path's are counted from ``steps``."""
 
 
 class _Fit(eqx.Module):
@@ -42,21 +46,23 @@ class _Fit(eqx.Module):
     scale: Any
     extra0: Any = None  # multiple shooting: the start states' initial guess (flat) ...
     extra_scale: Any = None  # ... and their scale
+    # the matrix-free path differentiates the residuals exactly through the rollout (or
+    # smoothed along random directions), never through the dense forward-mode Jacobian
+    # the Optimistix path attaches
+    matrix_free: bool = eqx.field(static=True, default=False)
 
     def physical(self, z):
         p = len(self.problem.params)
-        theta = jnp.stack(
-            [
-                _from_z(q.kind, self.lo[j], self.hi[j], self.x0[j], self.scale[j], z[j])
-                for j, q in enumerate(self.problem.params)
-            ]
-        )
+        theta = _from_z_all(tuple(q.kind for q in self.problem.params), self.lo, self.hi,
+                            self.x0, self.scale, z[:p])  # fmt: skip
         if self.extra0 is None:
             return theta
         return jnp.concatenate([theta, self.extra0 + self.extra_scale * z[p:]])
 
     def residuals_z(self, z, args):
-        return self.problem.residuals(self.physical(z)), None
+        x = self.physical(z)
+        r = self.problem.matrix_free_residuals(x) if self.matrix_free else self.problem.residuals(x)
+        return r, None
 
 
 def _optimistix() -> Any:
@@ -105,9 +111,10 @@ def _solve(fit: _Fit, z0, rtol: float, atol: float, max_steps: int, jac: str):
 
 
 def fit_run(problem, params, x_theta, x0j, scale, extra0, extra_scale, dtype, rtol, atol,
-            max_steps) -> FitRun:  # fmt: skip
+            max_steps, matrix_free: bool = False) -> FitRun:  # fmt: skip
     """One Levenberg–Marquardt solve from physical θ ``x_theta`` (and shooting's starts at
-    their guess)."""
+    their guess): Optimistix's with the dense Jacobian, or the matrix-free one
+    (``_matrix_free._lm``)."""
     p_count = len(params)
     n_extra = 0 if extra0 is None else int(extra0.shape[0])
     z0 = jnp.asarray([_to_z(p, float(x), s) for p, x, s in zip(params, x_theta, scale)], dtype)
@@ -122,11 +129,25 @@ def fit_run(problem, params, x_theta, x0j, scale, extra0, extra_scale, dtype, rt
         extra0,
         extra_scale,
     )
-    rows = int(jax.eval_shape(problem.exact_residuals, fit.physical(z0)).shape[0])
-    # forward mode: one tangent per unknown beats one backward pass per residual
-    jac = "fwd" if p_count + n_extra <= rows else "bwd"
-    z, k, ok, hist_z, hist_c = _solve(fit, z0, rtol, atol, max_steps, jac)
-    k = int(k)
+    rollouts = 0
+    if matrix_free:
+        from ._matrix_free import CG_MAX_STEPS, _lm
+
+        jac = "matrix_free"
+        z, k, ok, hist_z, hist_c, products = _lm(dataclasses.replace(fit, matrix_free=True), z0,
+                                                 rtol, atol, max_steps, CG_MAX_STEPS)  # fmt: skip
+        k = int(k)
+        # r(z0) and λ's start (one product), then per step: the linearisation (with the
+        # smoothed Jacobian's 2M rollouts), Jᵀr, Jδ and the trial; 2 per product with JᵀJ
+        smooth = problem.smooth_directions
+        per_step = 4 + (0 if smooth is None else 2 * int(smooth.shape[0]))
+        rollouts = 2 + k * per_step + 2 * int(products)
+    else:
+        rows = int(jax.eval_shape(problem.exact_residuals, fit.physical(z0)).shape[0])
+        # forward mode: one tangent per unknown beats one backward pass per residual
+        jac = "fwd" if p_count + n_extra <= rows else "bwd"
+        z, k, ok, hist_z, hist_c = _solve(fit, z0, rtol, atol, max_steps, jac)
+        k = int(k)
     x_hat = np.asarray(fit.physical(z), dtype=float)
     hist_cost = np.asarray(hist_c[:k])
     finite = bool(np.all(np.isfinite(x_hat))) and (k == 0 or bool(np.isfinite(hist_cost[-1])))
@@ -138,4 +159,4 @@ def fit_run(problem, params, x_theta, x0j, scale, extra0, extra_scale, dtype, rt
         start = np.asarray(fit.physical(z0), dtype=float)
         x_hat = np.asarray(fit.physical(hist_z[good[-1]]), dtype=float) if good.size else start
     hist_theta = np.asarray(jax.vmap(fit.physical)(hist_z[:k]))[:, :p_count]
-    return FitRun(x_hat, k, bool(ok) and finite, finite, jac, hist_theta, hist_cost)
+    return FitRun(x_hat, k, bool(ok) and finite, finite, jac, hist_theta, hist_cost, rollouts)

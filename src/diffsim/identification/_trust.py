@@ -17,7 +17,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 
-from ._problem import _without_smoothing
+from ._problem import _without_smoothing, is_smoothed
 from ._remedies import PROBE_RESTARTS, Checks, Posed, Remedy, RemedyKind, Tally
 from ._solve import FitRun
 
@@ -104,7 +104,7 @@ class Act(AbstractTrust):
         exact = Posed(_without_smoothing(problem), posed.extra0, posed.extra_scale)
         if (
             finding.trusted
-            and problem.smooth_eps is not None
+            and is_smoothed(problem)
             and run.finite
             and checks.full_rank(exact.problem, run.x)
         ):

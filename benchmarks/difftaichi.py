@@ -114,14 +114,16 @@ def robot_file(robot: Any, theta: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def taichi_robot(robot: Any, theta: dict[str, Any], toi: bool, iterations: int,
-                 f64: bool = False) -> dict[str, Any]:  # fmt: skip
+def taichi_robot(
+    robot: Any, theta: dict[str, Any], toi: bool, iterations: int, f64: bool = False
+) -> dict[str, Any]:
     """DiffTaichi's recipe on ``robot`` from ``theta`` in the taichi port."""
     with tempfile.TemporaryDirectory() as tmp:
         path = robot_file(robot, theta, Path(tmp) / "robot.npz")
         flags = ([] if toi else ["--no-toi"]) + (["--f64"] if f64 else [])
-        return run_taichi("_taichi_mass_spring", [str(path), "--iterations", str(iterations),
-                                                  *flags])  # fmt: skip
+        return run_taichi(
+            "_taichi_mass_spring", [str(path), "--iterations", str(iterations), *flags]
+        )
 
 
 def taichi_billiards(toi: bool, iterations: int, f64: bool = False) -> dict[str, Any]:
@@ -146,8 +148,11 @@ def _seconds_per_gradient(loss: Any, theta: Any) -> float:
     return float(statistics.median(times))
 
 
-def diffsim_robot(name: str, seed: int, toi: bool, iterations: int, decide: bool) -> dict:
-    """diffsim's recipe (and optionally its default method) on robot ``name`` from seed."""
+def diffsim_robot(
+    name: str, seed: int, toi: bool, iterations: int, decide: bool, timed: bool = True
+) -> dict:
+    """diffsim's recipe (and optionally its default method) on robot ``name`` from seed;
+    ``timed``: also time its value and gradient (``s_per_it``)."""
     import jax
 
     import diffsim
@@ -158,11 +163,18 @@ def diffsim_robot(name: str, seed: int, toi: bool, iterations: int, decide: bool
     loss, theta0 = msr.problem(robot, jax.random.PRNGKey(seed), toi=toi)
     key = jax.random.PRNGKey(seed)
     start = time.perf_counter()
-    r = diffsim.optimize(loss, theta0, Exact(), steps=iterations, key=key,
-                         optimizer=msr.normalised_descent(msr.RECIPE.step_size))  # fmt: skip
+    r = diffsim.optimize(
+        loss,
+        theta0,
+        Exact(),
+        steps=iterations,
+        key=key,
+        optimizer=msr.normalised_descent(msr.RECIPE.step_size),
+    )
     curve = np.asarray(r.history.loss).tolist()
-    out = {"losses": curve, "wall": time.perf_counter() - start, "theta0": theta0,
-           "theta": r.theta, "s_per_it": _seconds_per_gradient(loss, theta0)}  # fmt: skip
+    out = {"losses": curve, "wall": time.perf_counter() - start, "theta0": theta0, "theta": r.theta}
+    if timed:
+        out["s_per_it"] = _seconds_per_gradient(loss, theta0)
     if decide:
         d = diffsim.optimize(loss, theta0, steps=iterations, key=key)
         out["decide"] = {
@@ -186,8 +198,12 @@ def diffsim_billiards(toi: bool, iterations: int, decide: bool) -> dict:
     theta0 = {k: np.asarray(v, np.float32) for k, v in billiards.THETA0.items()}
     out["s_per_it"] = _seconds_per_gradient(lambda t: billiards.billiards_loss(t, toi), theta0)
     if decide:
-        d = diffsim.optimize(lambda t: billiards.billiards_loss(t, toi), theta0,
-                             steps=iterations, key=jax.random.PRNGKey(0))  # fmt: skip
+        d = diffsim.optimize(
+            lambda t: billiards.billiards_loss(t, toi),
+            theta0,
+            steps=iterations,
+            key=jax.random.PRNGKey(0),
+        )
         out["decide"] = {
             "losses": np.asarray(d.history.loss).tolist(),
             "evaluations": np.asarray(d.history.evaluations).tolist(),
@@ -203,8 +219,9 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def run(robots: list[str], seeds: int, iterations: int, billiards_iterations: int,
-        decide: bool) -> dict:  # fmt: skip
+def run(
+    robots: list[str], seeds: int, iterations: int, billiards_iterations: int, decide: bool
+) -> dict:
     """Every configuration on both sides; the curves and timings as one JSON-able dict."""
     import jax
 
@@ -225,7 +242,7 @@ def run(robots: list[str], seeds: int, iterations: int, billiards_iterations: in
             entry: dict[str, list] = {"taichi": [], "diffsim": []}
             for seed in range(seeds):
                 _log(f"[difftaichi] {tag} seed {seed}")
-                ds = diffsim_robot(name, seed, toi, iterations, decide and toi)
+                ds = diffsim_robot(name, seed, toi, iterations, decide and toi, seed == 0)
                 theta0, theta = ds.pop("theta0"), ds.pop("theta")
                 if gait is None and toi:
                     gait = (name, seed, theta)
@@ -235,8 +252,12 @@ def run(robots: list[str], seeds: int, iterations: int, billiards_iterations: in
     if gait is not None:
         name, seed, theta = gait
         x, _ = msr.rollout(msr.Robot.builtin(name), theta, toi=True)
-        results["gait"] = {"robot": name, "seed": seed, "x": np.asarray(x)[::8].tolist(),
-                           "springs": msr.Robot.builtin(name).springs()}  # fmt: skip
+        results["gait"] = {
+            "robot": name,
+            "seed": seed,
+            "x": np.asarray(x)[::8].tolist(),
+            "springs": msr.Robot.builtin(name).springs(),
+        }
     results["meta"] = {"jax": jax.__version__, "taichi": ti_run.get("taichi", "?")}
     return results
 
@@ -255,15 +276,19 @@ def _decide_cell(sides: dict) -> str:
     if not hits:
         return f"not reached (0/{n})"
     med_it, med_ev = statistics.median(hits), statistics.median(evals)
-    return (f"{med_it:g} iterations, {med_ev:g} evaluations ({len(hits)}/{n} reached); "
-            f"DiffTaichi: {statistics.median(taichi_hits):g}")  # fmt: skip
+    return (
+        f"{med_it:g} iterations, {med_ev:g} evaluations ({len(hits)}/{n} reached); "
+        f"DiffTaichi: {statistics.median(taichi_hits):g}"
+    )
 
 
 def table(results: dict) -> str:
     """The markdown tables of the record."""
-    head = ("| example | TOI | iteration | DiffTaichi loss | diffsim loss | start loss "
-            "(DiffTaichi / diffsim) | DiffTaichi s/it | diffsim s/it | ratio (DiffTaichi / diffsim) | whole run s "
-            "(DiffTaichi / diffsim) |\n|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
+    head = (
+        "| example | TOI | iteration | DiffTaichi loss | diffsim loss | start loss "
+        "(DiffTaichi / diffsim) | DiffTaichi s/it | diffsim s/it | ratio (DiffTaichi / "
+        "diffsim) | whole run s (DiffTaichi / diffsim) |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
     rows, decide_rows = [head], []
     for tag, sides in results.items():
         if "/" not in tag:
@@ -275,20 +300,26 @@ def table(results: dict) -> str:
         ds_last = [r["losses"][-1] for r in ds_runs]
         starts = f"{ti_runs[0]['losses'][0]:.6g} / {ds_runs[0]['losses'][0]:.6g}"
         ti_s = statistics.median(statistics.median(r["seconds"][1:]) for r in ti_runs)
-        ds_s = statistics.median(r["s_per_it"] for r in ds_runs)
-        wall = (f"{statistics.median(sum(r['seconds']) for r in ti_runs):.3g} / "
-                f"{statistics.median(r['wall'] for r in ds_runs):.3g}")  # fmt: skip
+        ds_s = statistics.median(r["s_per_it"] for r in ds_runs if "s_per_it" in r)
+        wall = (
+            f"{statistics.median(sum(r['seconds']) for r in ti_runs):.3g} / "
+            f"{statistics.median(r['wall'] for r in ds_runs):.3g}"
+        )
         seeds = "" if len(ti_runs) > 1 else " (deterministic)"
-        rows.append(f"| {example}{seeds} | {'with' if toi == 'toi' else 'without'} | {it} | "
-                    f"{fmt_range(ti_last)} | {fmt_range(ds_last)} | {starts} | {ti_s:.3g} | "
-                    f"{ds_s:.3g} | {ti_s / ds_s:.3g}× | {wall} |")  # fmt: skip
+        rows.append(
+            f"| {example}{seeds} | {'with' if toi == 'toi' else 'without'} | {it} | "
+            f"{fmt_range(ti_last)} | {fmt_range(ds_last)} | {starts} | {ti_s:.3g} | "
+            f"{ds_s:.3g} | {ti_s / ds_s:.3g}× | {wall} |"
+        )
         if "decide" in ds_runs[0]:
             decide_rows.append(f"| {example} | {fmt_range(ti_last)} | {_decide_cell(sides)} |")
     out = "\n".join(rows)
     if decide_rows:
-        out += ("\n\ndiffsim's default method (`diffsim.optimize(loss, θ₀, key=...)`, with TOI) to "
-                "DiffTaichi's final loss, from the same start:\n\n| example | DiffTaichi's final "
-                "loss | default method: to reach it (median over seeds) |\n|---|---|---|\n")  # fmt: skip
+        out += (
+            "\n\ndiffsim's default method (`diffsim.optimize(loss, θ₀, key=...)`, with TOI) to "
+            "DiffTaichi's final loss, from the same start:\n\n| example | DiffTaichi's final "
+            "loss | default method: to reach it (median over seeds) |\n|---|---|---|\n"
+        )
         out += "\n".join(decide_rows)
     return out
 
@@ -303,8 +334,9 @@ def plot_curves(results: dict, out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    examples = sorted({t.split("/")[0] for t in results if "/" in t},
-                      key=lambda e: (e != "billiards", e))  # fmt: skip
+    examples = sorted(
+        {t.split("/")[0] for t in results if "/" in t}, key=lambda e: (e != "billiards", e)
+    )
     fig, axes = plt.subplots(2, len(examples), figsize=(3.6 * len(examples), 6.2), squeeze=False)
     for col, example in enumerate(examples):
         for row, side in enumerate(("taichi", "diffsim")):
@@ -347,19 +379,95 @@ def plot_gait(gait: dict, out: Path, frames: int = 8) -> None:
     for ax, k in zip(axes, picks):
         pts = x[k]
         for a, b, _, _, act in gait["springs"]:
-            ax.plot(pts[[a, b], 0], pts[[a, b], 1], color="tab:orange" if act else "0.4",
-                    lw=2.0 if act else 0.8)  # fmt: skip
+            ax.plot(
+                pts[[a, b], 0],
+                pts[[a, b], 1],
+                color="tab:orange" if act else "0.4",
+                lw=2.0 if act else 0.8,
+            )
         ax.plot(pts[:, 0], pts[:, 1], "o", ms=2.5, color="tab:blue")
         ax.plot(pts[0, 0], pts[0, 1], "o", ms=4, color="tab:red")  # the head
         ax.axhline(0.1, color="k", lw=1)
         ax.set(xlim=(lo, hi), ylim=(0.05, top), aspect="equal")
         ax.set_title(f"t = {k * 8 * 0.004:.2f} s", fontsize=8)
         ax.tick_params(labelsize=6)
-    fig.suptitle(f"robot {gait['robot']} after DiffTaichi's recipe on diffsim (seed "
-                 f"{gait['seed']}, with TOI); orange: muscles, red: the head", fontsize=9)  # fmt: skip
+    fig.suptitle(
+        f"robot {gait['robot']} after DiffTaichi's recipe on diffsim (seed "
+        f"{gait['seed']}, with TOI); orange: muscles, red: the head",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+def doctor_landscape(
+    out: Path, verdicts: int = 13, angles: int = 300, zoom: float = 0.1, sigma: float = 0.01
+) -> list[tuple[bool, float, str, tuple]]:
+    """The billiards loss over the cue's angle (DiffTaichi's ``scan``, ±90·zoom°) with and
+    without TOI, and ``diffsim.diagnose``'s verdict on the gradient at ``verdicts`` angles
+    (σ = ``sigma`` rad): the figure ``out``; returns (toi, angle, verdict, flags)."""
+    import jax
+    import jax.numpy as jnp
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import diffsim
+    from diffsim.systems import billiards
+
+    def of_angle(toi: bool) -> Any:
+        def loss(angle: Any) -> Any:
+            v = billiards.CUE_SPEED * jnp.stack([jnp.cos(angle), jnp.sin(angle)])
+            x = jnp.asarray(billiards.CUE_X0, v.dtype)
+            return billiards.billiards_loss({"x": x, "v": v}, toi)
+
+        return loss
+
+    grid = billiards.scan_angles(angles, zoom)
+    picks = billiards.scan_angles(verdicts, zoom)
+    marks = {
+        "trusted": ("o", "tab:green"),
+        "untrusted": ("x", "tab:red"),
+        "inconclusive": ("s", "0.5"),
+    }
+    found = []
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
+    for ax, toi in zip(axes, (True, False)):
+        loss = of_angle(toi)
+        ax.plot(
+            np.degrees(np.asarray(grid)),
+            np.asarray(billiards.landscape(grid, toi)),
+            lw=0.9,
+            color="tab:blue",
+        )
+        for angle in np.asarray(picks):
+            _log(f"[difftaichi] doctor at {np.degrees(angle):.2f}°, toi={toi}")
+            report = diffsim.diagnose(loss, jnp.asarray(angle), jax.random.PRNGKey(0), sigma=sigma)
+            found.append((toi, float(angle), report.verdict, tuple(report.flag_names)))
+            marker, color = marks[report.verdict]
+            ax.plot(
+                np.degrees(angle),
+                float(loss(jnp.asarray(angle))),
+                marker,
+                color=color,
+                ms=7,
+                mew=2,
+                ls="none",
+            )
+        ax.set(
+            xlabel="angle of the cue's velocity (°)",
+            title=f"billiards {'with' if toi else 'without'} TOI: the doctor's verdicts",
+        )
+    for verdict, (marker, color) in marks.items():
+        axes[0].plot([], [], marker, color=color, mew=2, ls="none", label=verdict)
+    axes[0].set_ylabel("loss")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return found
 
 
 def _jsonable(results: dict) -> dict:
@@ -377,27 +485,51 @@ def _jsonable(results: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="DiffTaichi itself against diffsim")
-    parser.add_argument("--robots", nargs="+", default=["A", "B", "C"], choices=["A", "B", "C", "D"])
+    parser.add_argument(
+        "--robots", nargs="+", default=["A", "B", "C"], choices=["A", "B", "C", "D"]
+    )
     parser.add_argument("--seeds", type=int, default=5, help="seeds per robot (0 … n − 1)")
     parser.add_argument("--iterations", type=int, default=100, help="robots' iterations")
     parser.add_argument("--billiards-iterations", type=int, default=200)
     parser.add_argument("--no-decide", action="store_true", help="skip the default method's row")
     parser.add_argument("--plot-only", action="store_true", help="redraw from the JSON record")
     parser.add_argument("--record", type=Path, default=RECORD)
+    parser.add_argument(
+        "--doctor",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the billiards landscape with the doctor's verdicts at N angles",
+    )
     args = parser.parse_args(argv)
+    if args.doctor:
+        for toi, angle, verdict, flags in doctor_landscape(
+            FIGURES / "billiards-doctor.png", args.doctor
+        ):
+            print(f"toi={toi!s:5} angle {np.degrees(angle):+7.3f}°: {verdict} {list(flags)}")
+        return
     if args.plot_only:
         results = json.loads(CURVES.read_text())
     else:
         start = time.perf_counter()
-        results = _jsonable(run(args.robots, args.seeds, args.iterations,
-                                args.billiards_iterations, not args.no_decide))  # fmt: skip
+        results = _jsonable(
+            run(
+                args.robots,
+                args.seeds,
+                args.iterations,
+                args.billiards_iterations,
+                not args.no_decide,
+            )
+        )
         text = table(results)
         command = "python -m benchmarks.difftaichi " + " ".join(argv or sys.argv[1:])
         cpu = platform.processor() or platform.machine()
-        header = (f"# {command.strip()}\n# {os.cpu_count()}-core CPU ({cpu}), shared with other "
-                  "agents' jobs while it ran: seconds indicative; float32 on both sides; "
-                  f"jax {results['meta']['jax']}, taichi {results['meta']['taichi']} (ti.cpu); "
-                  f"{time.perf_counter() - start:.0f} s in all\n\n")  # fmt: skip
+        header = (
+            f"# {command.strip()}\n# {os.cpu_count()}-core CPU ({cpu}), shared with other "
+            "agents' jobs while it ran: seconds indicative; float32 on both sides; "
+            f"jax {results['meta']['jax']}, taichi {results['meta']['taichi']} (ti.cpu); "
+            f"{time.perf_counter() - start:.0f} s in all\n\n"
+        )
         print(text)
         args.record.write_text(header + text + "\n")
         CURVES.write_text(json.dumps(results))

@@ -220,45 +220,56 @@ def _log(msg: str) -> None:
 
 
 def run(
-    robots: list[str], seeds: int, iterations: int, billiards_iterations: int, decide: bool
+    robots: list[str],
+    seeds: int,
+    iterations: int,
+    billiards_iterations: int,
+    decide: bool,
+    save: Any = None,
 ) -> dict:
-    """Every configuration on both sides; the curves and timings as one JSON-able dict."""
+    """Every configuration on both sides; the curves and timings as one JSON-able dict.
+
+    Billiards first, then the robots seed by seed (seed 0 of every robot with and without
+    TOI, then seed 1, ...), ``save(results, done)`` called after each configuration, so that
+    a run cut short leaves a coherent record of the seeds it finished.
+    """
     import jax
 
     from diffsim.systems import mass_spring_robot as msr
 
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"meta": {"jax": jax.__version__, "taichi": "?"}}
     for toi in (True, False):
         tag = f"billiards/{'toi' if toi else 'no-toi'}"
         _log(f"[difftaichi] {tag}")
         ti_run = taichi_billiards(toi, billiards_iterations)
+        results["meta"]["taichi"] = ti_run.get("taichi", "?")
         ds = diffsim_billiards(toi, billiards_iterations, decide and toi)
         results[tag] = {"taichi": [ti_run], "diffsim": [ds]}
-    gait = None
-    for name in robots:
-        robot = msr.Robot.builtin(name)
-        for toi in (True, False):
-            tag = f"robot {name}/{'toi' if toi else 'no-toi'}"
-            entry: dict[str, list] = {"taichi": [], "diffsim": []}
-            for seed in range(seeds):
+        if save is not None:
+            save(results, False)
+    for seed in range(seeds):
+        for name in robots:
+            robot = msr.Robot.builtin(name)
+            for toi in (True, False):
+                tag = f"robot {name}/{'toi' if toi else 'no-toi'}"
                 _log(f"[difftaichi] {tag} seed {seed}")
                 ds = diffsim_robot(name, seed, toi, iterations, decide and toi, seed == 0)
                 theta0, theta = ds.pop("theta0"), ds.pop("theta")
-                if gait is None and toi:
-                    gait = (name, seed, theta)
+                if "gait" not in results and toi:
+                    x, _ = msr.rollout(robot, theta, toi=True)
+                    results["gait"] = {
+                        "robot": name,
+                        "seed": seed,
+                        "x": np.asarray(x)[::8].tolist(),
+                        "springs": robot.springs(),
+                    }
+                entry = results.setdefault(tag, {"taichi": [], "diffsim": []})
                 entry["taichi"].append(taichi_robot(robot, theta0, toi, iterations))
                 entry["diffsim"].append(ds)
-            results[tag] = entry
-    if gait is not None:
-        name, seed, theta = gait
-        x, _ = msr.rollout(msr.Robot.builtin(name), theta, toi=True)
-        results["gait"] = {
-            "robot": name,
-            "seed": seed,
-            "x": np.asarray(x)[::8].tolist(),
-            "springs": msr.Robot.builtin(name).springs(),
-        }
-    results["meta"] = {"jax": jax.__version__, "taichi": ti_run.get("taichi", "?")}
+                if save is not None:
+                    save(results, False)
+    if save is not None:
+        save(results, True)
     return results
 
 
@@ -305,7 +316,7 @@ def table(results: dict) -> str:
             f"{statistics.median(sum(r['seconds']) for r in ti_runs):.3g} / "
             f"{statistics.median(r['wall'] for r in ds_runs):.3g}"
         )
-        seeds = "" if len(ti_runs) > 1 else " (deterministic)"
+        seeds = " (deterministic)" if example == "billiards" else f" ({len(ti_runs)} seeds)"
         rows.append(
             f"| {example}{seeds} | {'with' if toi == 'toi' else 'without'} | {it} | "
             f"{fmt_range(ti_last)} | {fmt_range(ds_last)} | {starts} | {ti_s:.3g} | "
@@ -354,7 +365,10 @@ def plot_curves(results: dict, out: Path) -> None:
             ax.set_title(f"{example}: {who}", fontsize=9)
             ax.set_xlabel("iteration", fontsize=8)
             ax.tick_params(labelsize=7)
-        axes[0, col].sharey(axes[1, col])
+        # the same y range above and below (DiffTaichi's and diffsim's curves compared)
+        lows, highs = zip(*(axes[r, col].get_ylim() for r in (0, 1)))
+        for r in (0, 1):
+            axes[r, col].set_ylim(min(lows), max(highs))
     axes[0, 0].set_ylabel("loss", fontsize=8)
     axes[1, 0].set_ylabel("loss", fontsize=8)
     axes[0, 0].legend(fontsize=7)
@@ -512,6 +526,21 @@ def main(argv: list[str] | None = None) -> None:
         results = json.loads(CURVES.read_text())
     else:
         start = time.perf_counter()
+        command = "python -m benchmarks.difftaichi " + " ".join(argv or sys.argv[1:])
+        cpu = platform.processor() or platform.machine()
+
+        def save(results: dict, done: bool) -> None:
+            results = _jsonable(results)
+            status = "" if done else " (PARTIAL: still running or cut short)"
+            header = (
+                f"# {command.strip()}{status}\n# {os.cpu_count()}-core CPU ({cpu}), shared with "
+                "other agents' jobs while it ran: seconds indicative; float32 on both sides; "
+                f"jax {results['meta']['jax']}, taichi {results['meta']['taichi']} (ti.cpu); "
+                f"{time.perf_counter() - start:.0f} s so far\n\n"
+            )
+            args.record.write_text(header + table(results) + "\n")
+            CURVES.write_text(json.dumps(results))
+
         results = _jsonable(
             run(
                 args.robots,
@@ -519,20 +548,10 @@ def main(argv: list[str] | None = None) -> None:
                 args.iterations,
                 args.billiards_iterations,
                 not args.no_decide,
+                save,
             )
         )
-        text = table(results)
-        command = "python -m benchmarks.difftaichi " + " ".join(argv or sys.argv[1:])
-        cpu = platform.processor() or platform.machine()
-        header = (
-            f"# {command.strip()}\n# {os.cpu_count()}-core CPU ({cpu}), shared with other "
-            "agents' jobs while it ran: seconds indicative; float32 on both sides; "
-            f"jax {results['meta']['jax']}, taichi {results['meta']['taichi']} (ti.cpu); "
-            f"{time.perf_counter() - start:.0f} s in all\n\n"
-        )
-        print(text)
-        args.record.write_text(header + text + "\n")
-        CURVES.write_text(json.dumps(results))
+        print(table(results))
     plot_curves(results, FIGURES / "difftaichi-curves.png")
     if "gait" in results:
         plot_gait(results["gait"], FIGURES / "robot-gait.png")

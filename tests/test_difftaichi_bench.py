@@ -79,9 +79,9 @@ def test_table_reports_last_losses_timings_and_the_default_method():
         "meta": {"jax": "x", "taichi": "y"},
     }
     text = bench.table(results)
-    row = next(line for line in text.splitlines() if line.startswith("| robot A |"))
+    row = next(line for line in text.splitlines() if line.startswith("| robot A "))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[:5] == ["robot A", "with", "3", "-0.4 [-0.5, -0.3]", "-0.5 [-0.6, -0.4]"]
+    assert cells[:5] == ["robot A (2 seeds)", "with", "3", "-0.4 [-0.5, -0.3]", "-0.5 [-0.6, -0.4]"]
     # DiffTaichi's s/it: each run's median after the first iteration (2.0), median of runs
     assert cells[6:9] == ["2", "0.5", "4×"]
     assert cells[9] == "13 / 3"  # whole runs: 9 + 1 + 3, median of 2.0 and 4.0
@@ -141,3 +141,13 @@ def test_taichi_robot_port_starts_at_diffsims_loss(toi):
     loss, theta0 = msr.problem(robot, jax.random.PRNGKey(0), toi=toi)
     port = bench.taichi_robot(robot, theta0, toi, iterations=1, f64=True)
     assert port["losses"][0] == pytest.approx(float(loss(theta0)), abs=2e-6)
+
+
+def test_the_guides_table_is_the_records():
+    """docs/guides/difftaichi.md shows the table docs/records/difftaichi.txt recorded."""
+    record = (ROOT / "docs" / "records" / "difftaichi.txt").read_text(encoding="utf-8")
+    guide = (ROOT / "docs" / "guides" / "difftaichi.md").read_text(encoding="utf-8")
+    rows = [line for line in record.splitlines() if line.startswith("| ")]
+    assert len(rows) >= 4  # the header, and billiards with and without TOI at least
+    for row in rows:
+        assert row in guide, row

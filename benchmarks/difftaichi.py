@@ -105,12 +105,10 @@ def run_taichi(module: str, args: list[str]) -> dict[str, Any]:
 
 def robot_file(robot: Any, theta: dict[str, Any], path: Path) -> Path:
     """Write a robot and the controller's weights for :mod:`benchmarks._taichi_mass_spring`."""
-    np.savez(
-        path,
-        points=np.asarray(robot.points),
-        springs=np.asarray(robot.springs(), np.float64),
-        **{k: np.asarray(v) for k, v in theta.items()},
-    )
+    arrays: dict[str, Any] = {k: np.asarray(v) for k, v in theta.items()}
+    arrays["points"] = np.asarray(robot.points)
+    arrays["springs"] = np.asarray(robot.springs(), np.float64)
+    np.savez(path, **arrays)
     return path
 
 

@@ -26,7 +26,8 @@ Reported: the loss at the last iteration (iteration 100 for the robots, 200 for 
 the loss before that iteration's update, as DiffTaichi prints it), median and range over the
 seeds; seconds per iteration — DiffTaichi: the median wall time of an iteration after the
 first (clear, forward, backward through ``ti.ad.Tape``, update; the first compiles the
-kernels), diffsim: the median of ``jax.jit(jax.value_and_grad(loss))`` after compiling —
+kernels), diffsim: the median of ``jax.jit(jax.value_and_grad(loss))`` after compiling,
+on seed 0's θ₀ —
 and their ratio; the whole run's wall time, compiling included, on both sides. With
 ``--decide`` (the default) also diffsim's default method (``diffsim.optimize(loss, θ₀,
 key=...)``, :class:`~diffsim.Decide`) from the same start with TOI: the iterations and

@@ -29,7 +29,7 @@ first (clear, forward, backward through ``ti.ad.Tape``, update; the first compil
 kernels), diffsim: the median of ``jax.jit(jax.value_and_grad(loss))`` after compiling,
 on seed 0's θ₀ —
 and their ratio; the whole run's wall time, compiling included, on both sides. With
-``--decide`` (the default) also diffsim's default method (``diffsim.optimize(loss, θ₀,
+``--no-decide`` left out, also diffsim's default method (``diffsim.optimize(loss, θ₀,
 key=...)``, :class:`~diffsim.Decide`) from the same start with TOI: the iterations and
 simulator evaluations it takes to reach DiffTaichi's final loss (DiffTaichi: one evaluation,
 value and gradient, per iteration).

@@ -52,6 +52,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -491,7 +492,7 @@ def goals(task: str, rows_: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.solvers",
-                                description=__doc__.split("\n")[0])  # fmt: skip
+                                description=(__doc__ or "").split("\n")[0])  # fmt: skip
     p.add_argument("--tasks", default=",".join(DEFAULT_TASKS),
                    help=f"comma-separated, of {','.join(DEFAULT_TASKS)}")  # fmt: skip
     p.add_argument("--seeds", type=int, default=None,

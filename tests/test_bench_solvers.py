@@ -122,3 +122,15 @@ def _recorded(run):
         n = decide.lbfgs_steps if d.method == "lbfgs" else decide.phase_steps
         scanned += min(n, solvers.STEPS_CAP - d.step) + 1
     return scanned - reads
+
+
+def test_the_guide_tables_are_the_record():
+    """Every row of the solvers tables in docs/guides/control.md is a line of
+    docs/records/solvers.txt (the record the guide quotes; issue 24)."""
+    guide = (ROOT / "docs/guides/control.md").read_text()
+    record = set((ROOT / "docs/records/solvers.txt").read_text().splitlines())
+    section = guide.split("## Every solver at its best setting", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    quoted = [line for line in rows if not line.startswith("| method |")]
+    assert len(quoted) >= 8
+    assert [line for line in quoted if line not in record] == []

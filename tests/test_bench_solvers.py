@@ -79,6 +79,8 @@ def test_counted_evaluations_match_a_counting_loss(make):
     """What each method's run says it spent is what the loss saw, less the evaluations made
     for the record alone (``optimize``'s loss at each iterate and at the end, an ES's at its
     mean after each generation and at the start)."""
+    if make == "OpenAI-ES":
+        pytest.importorskip("evosax")  # the bench extra
     loss = _Counting()
     p = _problem(loss)
     budget = 300

@@ -99,10 +99,11 @@ def _evosax():
 
 
 def evolution(name: str, loss, theta0, sigma: float, budget: int, per_call: int):
-    """``(run, population, generations)``: ``run(key) -> (θ, curve)``, the strategy
-    ``name``'s mean after as many generations as ``budget`` rollouts allow (``per_call``
-    rollouts per L(θ)) and L at the mean after each generation (for the learning curves; not
-    counted, as ``optimize``'s loss history is not), the whole loop jitted."""
+    """``(run, population, generations)``: ``run(key, start) -> (θ, curve)``, the strategy
+    ``name``'s mean from ``start`` (shaped as ``theta0``: one compiled run for every start)
+    after as many generations as ``budget`` rollouts allow (``per_call`` rollouts per L(θ))
+    and L at the mean after each generation (for the learning curves; not counted, as
+    ``optimize``'s loss history is not), the whole loop jitted."""
     _, Open_ES, Sep_CMA_ES = _evosax()
     dim = int(jax.flatten_util.ravel_pytree(theta0)[0].size)
     if name == "OpenAI-ES":
@@ -118,9 +119,9 @@ def evolution(name: str, loss, theta0, sigma: float, budget: int, per_call: int)
     fitness = jax.vmap(loss)
 
     @jax.jit
-    def run(key):
+    def run(key, start):
         k0, key = jax.random.split(key)
-        state = es.init(k0, theta0, params)
+        state = es.init(k0, start, params)
 
         def generation(state, k):
             k_ask, k_tell = jax.random.split(k)
@@ -227,7 +228,7 @@ def run(task: str, seeds: int, steps: int | None, samples: int | None,
         go, population, generations = evolution(label, loss, theta0, sigma, budget, per_call)
         for seed in range(seeds):
             t = time.perf_counter()  # the first seed compiles go, the others reuse it
-            theta, curve = jax.block_until_ready(go(jax.random.PRNGKey(seed)))
+            theta, curve = jax.block_until_ready(go(jax.random.PRNGKey(seed), theta0))
             times.append(time.perf_counter() - t)
             if curves is not None:
                 spent = population * per_call * np.arange(generations + 1)

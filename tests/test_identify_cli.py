@@ -3,6 +3,7 @@ and bad input is one line on stderr with exit code 2."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import jax.numpy as jnp
@@ -251,3 +252,26 @@ def test_identify_json_is_the_same_on_a_second_run_but_for_seconds(tmp_path):
     assert {k: v for k, v in first.items() if k != "seconds"} == {
         k: v for k, v in second.items() if k != "seconds"
     }
+
+
+def test_identify_bad_input_names_the_argument(tmp_path):
+    """Issue 49 item 5's remaining reproducers: bounds wider than float64 ('math domain
+    error'), an index that is not an integer ('invalid literal for int()'), a directory as
+    --data or --mjcf ('not found'): one line naming the parameter or the file, exit 2."""
+    path = tmp_path / "fp.npz"
+    assert runner.invoke(app, ["record", "--system", "free-particle", "--out", str(path),
+                               "-T", "20"]).exit_code == 0  # fmt: skip
+    base = ["identify", "--data", str(path), "--system", "free-particle"]
+    cases = [
+        ([*base, "--fit", "a", "--bounds", "a=-1e308:1e308"],
+         "parameter 'a': bounds (-1e+308, 1e+308) are wider than float64 holds"),
+        ([*base, "--fit", "a[ ]"], "parameter 'a[ ]': the index [ ] must be integers"),
+        (["identify", "--data", str(tmp_path), "--system", "free-particle", "--fit", "a"],
+         "is a directory, not a .npz or .csv file"),
+    ]  # fmt: skip
+    if importlib.util.find_spec("mujoco") is not None:  # the mjx extra (not on the minimum)
+        cases.append((["diagnose", "--mjcf", str(tmp_path)], "is a directory, not an MJCF file"))
+    for args, message in cases:
+        out = runner.invoke(app, args)
+        assert out.exit_code == 2, (args, out.output)
+        assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr

@@ -99,6 +99,8 @@ def load_recording(
         ([1.0, -1.0], 1)
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"recording file {path!r} is a directory, not a .npz or .csv file")
     if not os.path.isfile(path):
         raise ValueError(f"recording file {path!r} not found")
     if path.endswith(".npz"):

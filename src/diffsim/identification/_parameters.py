@@ -116,7 +116,13 @@ def parse_parameters(
         if element is not None:
             index = (element_id(model, fld, element.strip(), text),)
         if index_text is not None:
-            index = index + tuple(int(i) for i in index_text.split(","))
+            try:
+                index = index + tuple(int(i) for i in index_text.split(","))
+            except ValueError:
+                raise ValueError(
+                    f"parameter {text!r}: the index [{index_text}] must be integers separated "
+                    f"by commas, e.g. '{fld}[0]' or '{fld}[1,0]'"
+                ) from None
         if len(index) < len(shape):  # a row of a 2-D field: its first column
             if element is None and index_text is None and shape == (1,):
                 index = (0,)
@@ -242,6 +248,15 @@ def with_starts(params: Sequence[Parameter], theta: Mapping[str, Any]) -> tuple[
             raise ValueError(
                 f"parameter {p.label!r}: bounds must satisfy lower < upper, got "
                 f"({p.lower}, {p.upper})"
+            )
+        if (
+            math.isfinite(p.lower)
+            and math.isfinite(p.upper)
+            and not math.isfinite(p.upper - p.lower)
+        ):  # the two-sided reparametrisation divides by the width
+            raise ValueError(
+                f"parameter {p.label!r}: bounds ({p.lower:g}, {p.upper:g}) are wider than "
+                f"float64 holds (upper - lower overflows); use inf for an unbounded side"
             )
         if not (p.lower < value < p.upper):
             raise ValueError(

@@ -55,6 +55,8 @@ def mj_model_from(source: Any) -> mujoco.MjModel:
         isinstance(source, str) and not source.lstrip().startswith("<")
     ):
         path = os.fspath(source)
+        if os.path.isdir(path):
+            raise ValueError(f"MJCF file {path!r} is a directory, not an MJCF file")
         if not os.path.isfile(path):
             raise ValueError(f"MJCF file {path!r} not found")
         return _parse(lambda: mujoco.MjModel.from_xml_path(path), f"MJCF file {path!r}")

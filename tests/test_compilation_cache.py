@@ -35,6 +35,7 @@ def _run(code: str, cache: str) -> str:
     return out.stdout.split("CACHE=")[-1].strip()
 
 
+@pytest.mark.slow  # a fresh Python process per case: ~4 s each
 @pytest.mark.parametrize("cache", ["DIR", "off"])
 def test_the_cli_turns_the_cache_on_unless_told_off(tmp_path, cache):
     where = str(tmp_path / "jax-cache") if cache == "DIR" else cache

@@ -91,6 +91,7 @@ def test_matrix_free_fit_matches_the_dense_one_on_a_small_problem():
     assert free.singular_values == () and free.unidentifiable == ()
 
 
+@pytest.mark.slow  # ~11 s: the default suite keeps the dense-vs-matrix-free comparison
 def test_two_hundred_parameters_fitted_matrix_free_from_a_recording():
     """p = 200 (> MATRIX_FREE_ABOVE): ``solver="auto"`` runs matrix-free and reaches the
     truth from ±20 % off (noise-free: 1e-8 relative); the doctor's check along 16 random

@@ -233,6 +233,7 @@ _FP = free_particle(h=0.05)
 @pytest.fixture(scope="module")
 def particle_fit():
     """A noisy free-particle recording (σ = 1 cm) and the fit from a = 0."""
+    pytest.importorskip("optimistix")  # identify's solver (absent on the minimum versions)
     rec = diffsim.simulate_recording(
         _FP.step, _FP.s0, {"a": jnp.asarray(-9.81)}, 40, noise=0.01, key=jax.random.PRNGKey(3)
     )

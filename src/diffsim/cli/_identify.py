@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import typer
 
+from ..identification import FULL_COVARIANCE_MAX, MATRIX_FREE_ABOVE, SOLVERS
 from ..systems import SYSTEMS
 from ._common import (
     CLIError,
@@ -150,11 +151,12 @@ def _print_fit(res: Any, verdict: str) -> None:
     for col in ("parameter", "estimate", "std error", "95 % interval", "start"):
         table.add_column(col)
     for n in res.names:
+        computed = not math.isnan(res.std_error[n])  # matrix-free: only --intervals-for's
         table.add_row(
             n,
             f"{res.theta[n]:.6g}",
-            f"{res.std_error[n]:.3g}",
-            f"[{res.interval_low[n]:.6g}, {res.interval_high[n]:.6g}]",
+            f"{res.std_error[n]:.3g}" if computed else "not computed",
+            f"[{res.interval_low[n]:.6g}, {res.interval_high[n]:.6g}]" if computed else "—",
             f"{res.start[n]:.6g}",
         )
     console.print(table)
@@ -210,6 +212,21 @@ def identify(
         "(switch to multiple shooting or to a smoothed Jacobian, and say so), 'report' (say "
         "so only) or 'off' (no check).",
     ),
+    solver: str = typer.Option(
+        "auto",
+        "--solver",
+        help=f"Levenberg–Marquardt's linear algebra, one of {', '.join(SOLVERS)}: 'dense' forms "
+        "the Jacobian (one forward-mode tangent per parameter), 'matrix_free' never does "
+        "(products by jvp/vjp, steps by conjugate gradients: cost flat in the parameters); "
+        f"'auto' goes matrix-free above {MATRIX_FREE_ABOVE} fitted parameters.",
+    ),
+    intervals_for: str | None = typer.Option(
+        None,
+        "--intervals-for",
+        help="Matrix-free only: the fitted parameters, comma-separated, whose 95 % intervals "
+        "to compute (default: all of them up to "
+        f"{FULL_COVARIANCE_MAX}; the others are shown as not computed).",
+    ),
     json_out: bool = typer.Option(
         False,
         "--json",
@@ -226,6 +243,13 @@ def identify(
     check_count("shooting", shooting, 0, 10**6, "a window's steps")
     if trust not in ("act", "report", "off"):
         raise CLIError(f"--trust must be one of act, report, off, got {trust!r}")
+    if solver not in SOLVERS:
+        raise CLIError(f"--solver must be one of {', '.join(SOLVERS)}, got {solver!r}")
+    named = None
+    if intervals_for is not None:
+        named = [k.strip() for k in intervals_for.split(",") if k.strip()]
+        if not named:
+            raise CLIError("--intervals-for: give at least one fitted parameter's name")
     values = _pairs("--set", set_)
     model = _Model(
         None if system is None else registry_choice("--system", system, SYSTEMS),
@@ -250,6 +274,8 @@ def identify(
             max_steps=max_steps,
             shooting=shooting or None,
             trust=trust,
+            solver=solver,
+            intervals_for=named,
         )
         advance()
     verdict = _verdict(res)

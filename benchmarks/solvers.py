@@ -232,7 +232,7 @@ def decide_rollouts(r, per_call: int, policy: bool) -> tuple[np.ndarray, int]:
         before[s:e] = after - own * f
         total, last_lib = int(after[-1]), int(spent[e - 1])
         pending_read = (e - s) if method != "lbfgs" else 0
-    checks_after_first = [d for d in r.decisions[1:] if d.reason not in _NO_CHECK]
+    checks_after_first = [d for d in r.decisions[1:] if checked(d)]
     final = 1 if policy and per_call > 1 and checks_after_first else 0
     tail = int(r.evaluations) - last_lib
     total += (pending_read + final) * per_call + (tail - pending_read - final)
@@ -240,7 +240,16 @@ def decide_rollouts(r, per_call: int, policy: bool) -> tuple[np.ndarray, int]:
 
 
 _NO_CHECK = ("L-BFGS converged", "no progress: two sampling phases in a row found no lower loss")
-"""The reasons of :class:`diffsim.Decision` s taken without a check."""
+"""The reasons of :class:`diffsim.Decision` s taken without a check (and a stop for want of
+budget, :func:`checked`)."""
+
+
+_NO_ROOM = "the budget left"  # a stop where the budget had no room for a check
+
+
+def checked(d: diffsim.Decision) -> bool:
+    """Whether a check preceded the decision ``d`` (and so, on a policy, a fresh batch)."""
+    return d.reason not in _NO_CHECK and not d.reason.startswith(_NO_ROOM)
 
 
 @dataclasses.dataclass

@@ -104,7 +104,7 @@ def test_counted_evaluations_match_a_counting_loss(make):
         # the record: one loss per scanned step of each phase, and one at each phase's end;
         # a check of the default counts its value at θ once more than it calls the loss (it
         # comes with its gradient): the count errs against the default, by one a check
-        checks = sum(d.reason not in solvers._NO_CHECK for d in run.result.decisions)
+        checks = sum(solvers.checked(d) for d in run.result.decisions)
         over = run.total + _recorded(run) - loss.calls
         assert 0 <= over <= checks
         assert checks == (1 if make == "decide" else 0)

@@ -54,6 +54,10 @@ jump the line search met (the friction task's box sliding off), not a minimum; t
 decides (a flag: sample; none: stop)."""
 
 
+NO_ROOM = "the budget left"
+"""How the reason of a stop begins where the budget has no room for another check."""
+
+
 class Decision(NamedTuple):
     """One decision of :class:`Decide`: at ``step`` (iterations before it) with
     ``evaluations`` spent, it chose ``method`` ("lbfgs", "zeroth", "mixed" or "stop") for
@@ -142,6 +146,40 @@ def smallest_budget(method: Decide, dim: int) -> int:
     return loss_evals + grad_evals + 1
 
 
+def _check_cost(check: Auto, dim: int) -> int:
+    cost = check.cost(dim)
+    return cost.loss_evaluations + cost.grad_evaluations
+
+
+def _cut(check: Auto, widen: int, samples: int) -> Auto:
+    return dataclasses.replace(check, max_widen=widen, max_samples=samples)
+
+
+def fitting_check(check: Auto, dim: int, left: int) -> Auto | None:
+    """``check``, or where its worst case (every widening, every sample) would spend more
+    than the ``left`` evaluations of a budget, the same check allowed fewer widenings and
+    then no growth of its samples; ``None`` where even that does not fit. A check never
+    overruns the budget.
+
+    Example:
+        >>> from diffsim import Decide
+        >>> from diffsim._decide import fitting_check
+        >>> check = Decide().check  # 8 samples, σ widened at most twice
+        >>> fitting_check(check, 1, 1000) is check, fitting_check(check, 1, 40).max_widen
+        (True, 0)
+        >>> fitting_check(check, 1, 10) is None
+        True
+    """
+    if _check_cost(check, dim) <= left:
+        return check
+    for widen in range(check.widen_rounds, -1, -1):
+        for samples in sorted({check.max_samples, check.num_samples}, reverse=True):
+            cut = _cut(check, widen, samples)
+            if _check_cost(cut, dim) <= left:
+                return cut
+    return None
+
+
 class _Offset:
     """A progress callback shifted by the steps of earlier phases (one object, so each
     phase's compiled loop is reused)."""
@@ -195,14 +233,21 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
     check_evals = [0, 0]
     last, idle = None, 0
     given = loss
+    dim = sum(int(np.size(v)) for v in jax.tree_util.tree_leaves(theta0))
+    least = _check_cost(_cut(method.check, 0, method.check.num_samples), dim)
     for _ in range(method.max_phases):
         if k >= steps or spent >= cap:
+            break
+        check = fitting_check(method.check, dim, cap - spent)
+        if check is None:  # a check could overrun the budget: none runs
+            decisions.append(Decision(k, "stop", f"{NO_ROOM} ({cap - spent} evaluations) is "
+                                      f"less than one check's ({least})", spent))  # fmt: skip
             break
         key, k_check, k_run = jax.random.split(key, 3)
         if phases and method.resample and isinstance(given, PolicyObjective):
             batch = jax.random.fold_in(k_check, 1)  # the other draws stay as they were
             loss = eqx.tree_at(lambda o: o.key, given, batch)  # arrays: no recompile
-        r = method.check(loss, theta, k_check)
+        r = check(loss, theta, k_check)
         spent += int(r.num_loss_evals) + int(r.num_grad_evals)
         check_evals = [check_evals[0] + int(r.num_loss_evals),
                        check_evals[1] + int(r.num_grad_evals)]  # fmt: skip

@@ -294,7 +294,9 @@ def optimize(
             spent, so the run stops within one step's cost of it (as an evolution strategy
             stops after the generation that reaches its budget) — to compare estimators at
             equal simulator cost. Skipped steps are not run (``lax.cond``): θ is held, and
-            their history rows hold it, 0 evaluations and a NaN estimate.
+            their history rows hold it, 0 evaluations and a NaN estimate. The default
+            method's checks never overrun it: one whose worst case does not fit what is
+            left is cut (fewer widenings of σ) or not run, and the run stops saying so.
 
     Returns:
         :class:`OptimizeResult` with the final θ, its loss, the evaluations used and the

@@ -20,6 +20,7 @@ products; the full covariance (p solves) only up to :data:`FULL_COVARIANCE_MAX` 
 
 from __future__ import annotations
 
+import importlib
 import math
 from typing import Any, NamedTuple
 
@@ -64,16 +65,21 @@ CG_RTOL = 1e-10
 """The conjugate-gradient solves' relative tolerance (float64; 1e-5 in float32)."""
 
 
-def _lineax() -> Any:
-    """Lineax, imported when a matrix-free fit runs (it comes with Optimistix)."""
+def needed(module: str, what: str) -> Any:
+    """``module`` (Optimistix, or Lineax which comes with it), imported when a fit runs:
+    they need Python >= 3.11, and on 3.10 the rest of diffsim works and the fit says what
+    to install."""
     try:
-        import lineax
+        return importlib.import_module(module)
     except ImportError as err:  # pragma: no cover - Python 3.10 / not installed
         raise ImportError(
-            "diffsim.identify's matrix-free solver needs lineax (with optimistix, Python >= "
-            f"3.11): pip install 'optimistix>=0.1.0' ({err})"
+            f"{what} needs {module} (with optimistix, Python >= 3.11): pip install "
+            f"'optimistix>=0.1.0' ({err})"
         ) from None
-    return lineax
+
+
+def _lineax() -> Any:
+    return needed("lineax", "diffsim.identify's matrix-free solver")
 
 
 def choose_solver(solver: str, p: int, unknowns: int, rows: int, itemsize: int) -> str:

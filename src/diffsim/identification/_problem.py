@@ -101,21 +101,8 @@ class _Problem(eqx.Module):
                 return _forward_mode(self.exact_residuals)(x)
             return self.exact_residuals(x)
         p = len(self.params)
-
-        @jax.custom_jvp
-        def r(x):
-            return self.exact_residuals(x)
-
-        @r.defjvp
-        def r_jvp(primals, tangents):
-            (x,), (dx,) = primals, tangents
-            y = self.exact_residuals(x)
-            dy = self.smoothed_jacobian(x) @ dx[:p]
-            if x.shape[0] > p:  # shooting's start states: their exact columns
-                dy = dy + jax.jvp(self.exact_residuals, (x,), (dx.at[:p].set(0.0),))[1]
-            return y, dy
-
-        return r(x)
+        return _with_theta_columns(self.exact_residuals, p,
+                                   lambda x, dt: self.smoothed_jacobian(x) @ dt)(x)  # fmt: skip
 
     def matrix_free_residuals(self, x):
         r"""The residuals as the matrix-free path differentiates them: exactly (``jvp`` and
@@ -130,25 +117,15 @@ class _Problem(eqx.Module):
         p = len(self.params)
         E, sig = self.smooth_directions, self.smooth_sigma
 
-        @jax.custom_jvp
-        def r(x):
-            return self.exact_residuals(x)
-
-        @r.defjvp
-        def r_jvp(primals, tangents):
-            (x,), (dx,) = primals, tangents
-
+        def along_directions(x, dt):
             def half_difference(e):
                 d = jnp.zeros_like(x).at[:p].set(sig * e)
                 return 0.5 * (self.exact_residuals(x + d) - self.exact_residuals(x - d))
 
             diffs = jax.vmap(half_difference)(E)  # (M, rows)
-            dy = diffs.T @ (E @ (dx[:p] / sig)) / E.shape[0]
-            if x.shape[0] > p:  # shooting's start states: their exact columns
-                dy = dy + jax.jvp(self.exact_residuals, (x,), (dx.at[:p].set(0.0),))[1]
-            return self.exact_residuals(x), dy
+            return diffs.T @ (E @ (dt / sig)) / E.shape[0]
 
-        return r(x)
+        return _with_theta_columns(self.exact_residuals, p, along_directions)(x)
 
     def smoothed_jacobian(self, x):
         r"""θ's columns of the smoothed residuals' Jacobian: column j is the slope of the
@@ -310,3 +287,23 @@ class _Projected(eqx.Module):
 def _costs(problem: _Problem, X):
     """‖r(x)‖² at each row of X: one ``lax.map`` (a scan of the rollout, compiled like one)."""
     return jax.lax.map(lambda x: jnp.sum(problem.exact_residuals(x) ** 2), X)
+
+
+def _with_theta_columns(exact, p, theta_jvp):
+    """``exact`` (residuals of x = (θ's p entries, shooting's start states)) with its
+    derivative along θ replaced: the product of a tangent with θ's columns is
+    ``theta_jvp(x, dθ)``; the start states' columns stay exact."""
+
+    @jax.custom_jvp
+    def r(x):
+        return exact(x)
+
+    @r.defjvp
+    def r_jvp(primals, tangents):
+        (x,), (dx,) = primals, tangents
+        dy = theta_jvp(x, dx[:p])
+        if x.shape[0] > p:  # shooting's start states: their exact columns
+            dy = dy + jax.jvp(exact, (x,), (dx.at[:p].set(0.0),))[1]
+        return exact(x), dy
+
+    return r

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._matrix_free import needed
 from ._parameters import _from_z_all, _to_z
 from ._problem import _exact_residuals, _Problem
 
@@ -66,16 +67,7 @@ class _Fit(eqx.Module):
 
 
 def _optimistix() -> Any:
-    """Optimistix, imported when a fit runs (it needs Python >= 3.11: on 3.10 the rest of
-    diffsim works and ``identify`` says what to install)."""
-    try:
-        import optimistix
-    except ImportError as err:  # pragma: no cover - Python 3.10 / not installed
-        raise ImportError(
-            "diffsim.identify needs optimistix (Python >= 3.11): pip install 'optimistix>=0.1.0'"
-            f" ({err})"
-        ) from None
-    return optimistix
+    return needed("optimistix", "diffsim.identify")
 
 
 @eqx.filter_jit

@@ -389,7 +389,8 @@ def run_problem(p: Problem, seeds: int, budget: int, es: bool,
             keep = r.spent <= budget
             runs.append(Run(r.spent[keep], r.loss[keep], r.total, r.seconds, r.result))
         out[c] = runs
-        best = np.median([np.min(r.loss, initial=np.inf) for r in runs])
+        best = np.median([np.min(np.where(np.isfinite(r.loss), r.loss, np.inf), initial=np.inf)
+                          for r in runs])  # NaN and inf never count as reached  # fmt: skip
         log(
             f"  {p.name:<12} {c.family:<18} {c.setting:<34} median best {best:.6g}  "
             f"{time.perf_counter() - t:.0f} s"

@@ -29,10 +29,16 @@ ARTIFACTS = ROOT / "test-artifacts"
 
 # scripts/test installs Chromium and sets DIFFSIM_REQUIRE_BROWSER=1: there a missing browser
 # is a failure, not a skip
-pytestmark = pytest.mark.skipif(
-    shutil.which(CHROMIUM) is None and os.environ.get("DIFFSIM_REQUIRE_BROWSER") != "1",
-    reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
-)
+# one server and one browser for the module: scripts/test-slow runs with --dist loadgroup,
+# so every test here goes to one worker (two workers would each start the server and each
+# compile the page's programs, about a minute of a 2-core machine)
+pytestmark = [
+    pytest.mark.skipif(
+        shutil.which(CHROMIUM) is None and os.environ.get("DIFFSIM_REQUIRE_BROWSER") != "1",
+        reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)",
+    ),
+    pytest.mark.xdist_group("browser"),
+]
 
 
 def library_readouts(v0: float) -> dict[str, str]:

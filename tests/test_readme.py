@@ -21,7 +21,7 @@ def _python_blocks(path: pathlib.Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
 
 
-HEAVY_PAGES = {"estimators.md", "control.md"}
+HEAVY_PAGES = {"estimators.md", "control.md", "devices.md", "identify.md"}
 """Pages whose examples take most of a minute on 2 cores: run in scripts/test-slow."""
 
 

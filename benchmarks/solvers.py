@@ -28,16 +28,15 @@ Counting, the same for every method: one rollout is one evaluation; a gradient (
 backward pass) is one evaluation, as the library counts it. Every ``optimize`` run's
 ``history.evaluations`` gives its count after each step (line-search trials and the
 doctor's checks included); an ES generation costs its population. A policy objective
-(tennis, the pendulum) averages ``num_states`` rollouts, which the library counts as one
-evaluation of the objective but as one rollout for each sampled estimator's sample; here an
-objective call costs ``num_states`` (L-BFGS's values and gradients, an ES candidate, the
-default's line searches and its reads of a sampling phase's lowest iterate) and a sample one
-(see :func:`decide_rollouts` for the default's split). The learning curve is the best-so-far
-loss (the task's noise-free loss, at each iterate or ES mean, evaluated for the record and
-not counted) against the evaluations spent before that iterate. "Within 0.5 %" is
-``L <= L* + 0.005 |L*|`` for the lowest loss L* of any run on the task, but at least the
-task's own tolerance where its loss is a squared miss (the wall: 5 cm, the ball: 1 cm).
-Wall time: the median over the seeds after the first (which compiles).
+(tennis, the pendulum) averages ``num_states`` rollouts: a call of it costs ``num_states``
+(L-BFGS's values and gradients, an ES candidate, the default's line searches and its reads
+of a sampling phase's lowest iterate, as the library counts them:
+:func:`diffsim.policies.rollouts_per_call`) and a sampled estimator's sample one. The
+learning curve is the best-so-far loss (the task's noise-free loss, at each iterate or ES
+mean, evaluated for the record and not counted) against the evaluations spent before that
+iterate. "Within 0.5 %" is ``L <= L* + 0.005 |L*|`` for the lowest loss L* of any run on
+the task, but at least the task's own tolerance where its loss is a squared miss (the
+wall: 5 cm, the ball: 1 cm). Wall time: the median over the seeds after the first (which compiles).
 """
 
 from __future__ import annotations
@@ -197,48 +196,6 @@ def threshold(best: float, floor: float) -> float:
     return best + max(NEAR * abs(best), floor)
 
 
-def _own(history, rows: slice) -> np.ndarray:
-    """Each step's own evaluations in one phase (its counts restart with the phase)."""
-    cum = np.asarray(history.loss_evaluations[rows] + history.gradient_evaluations[rows])
-    return np.diff(np.r_[0, cum])
-
-
-def decide_rollouts(r, per_call: int, policy: bool) -> tuple[np.ndarray, int]:
-    """The default's rollouts before each of its iterates, and in all.
-
-    Its count is in the library's units: a check's samples and a sampling phase's samples
-    are one rollout each, an L-BFGS phase's values and gradients (on a policy, the
-    objective's whole batch) ``per_call`` each, and so are the reads of a sampling phase's
-    iterates and, where a policy's batch was redrawn, the final loss on the given batch.
-    What a step spent is read from its phase's own counts; what lies between two phases
-    (the last phase's reads, then the check) is the rest. With ``per_call = 1`` this is the
-    library's own count.
-    """
-    h = r.history
-    spent = np.asarray(h.evaluations)
-    phases = [(d.step, d.method) for d in r.decisions if d.method != "stop"]
-    rows = len(spent)
-    before = np.zeros(rows)
-    total, last_lib, pending_read = 0, 0, 0
-    for p, (s, method) in enumerate(phases):
-        e = phases[p + 1][0] if p + 1 < len(phases) else rows
-        if e <= s:
-            continue
-        own = _own(h, slice(s, e))
-        between = int(spent[s]) - int(own[0]) - last_lib  # reads, then this check
-        total += pending_read * per_call + (between - pending_read)
-        f = per_call if method == "lbfgs" else 1
-        after = total + np.cumsum(own * f)
-        before[s:e] = after - own * f
-        total, last_lib = int(after[-1]), int(spent[e - 1])
-        pending_read = (e - s) if method != "lbfgs" else 0
-    checks_after_first = [d for d in r.decisions[1:] if checked(d)]
-    final = 1 if policy and per_call > 1 and checks_after_first else 0
-    tail = int(r.evaluations) - last_lib
-    total += (pending_read + final) * per_call + (tail - pending_read - final)
-    return before, total
-
-
 _NO_CHECK = ("L-BFGS converged", "no progress: two sampling phases in a row found no lower loss")
 """The reasons of :class:`diffsim.Decision` s taken without a check (and a stop for want of
 budget, :func:`checked`)."""
@@ -265,15 +222,15 @@ class Run:
     result: Any = None
 
 
-def _optimize_run(p: Problem, r, factor: int, decide: bool, seconds: float) -> Run:
-    policy = isinstance(p.loss, PolicyObjective)
-    if decide and policy:
-        before, total = decide_rollouts(r, p.per_call, True)
+def _optimize_run(p: Problem, r, decide: bool, seconds: float) -> Run:
+    x, y = control._curve(r)  # the library counts in rollouts, a policy's batch call too
+    if decide and isinstance(p.loss, PolicyObjective):
         # the default's later phases see a redrawn batch: the curve is the task's own loss
-        losses = np.asarray(jax.lax.map(p.loss, r.history.theta))
-        return Run(np.r_[before, total], np.r_[losses, float(r.loss)], total, seconds, r)
-    x, y = control._curve(r)
-    return Run(x * factor, y, int(r.evaluations) * factor, seconds, r)
+        spent = np.asarray(r.history.evaluations)
+        ran = np.r_[True, np.diff(spent) > 0]
+        losses = np.asarray(jax.lax.map(p.loss, r.history.theta))[ran]
+        y = np.r_[losses, float(r.loss)]
+    return Run(x, y, int(r.evaluations), seconds, r)
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -300,7 +257,7 @@ def _decide(p: Problem, budget: int) -> Config:
         key = jax.random.PRNGKey(seed)
         r, s = _timed(lambda: diffsim.optimize(p.loss, p.start(seed, n), steps=STEPS_CAP,
                                                key=key, budget=budget))  # fmt: skip
-        return _optimize_run(p, r, p.per_call, True, s)
+        return _optimize_run(p, r, True, s)
 
     return Config("default (decide)", "optimize(loss, θ0, key=...)", run)
 
@@ -309,13 +266,13 @@ _LBFGS = optax.lbfgs()  # one object: optimize compiles once per loss for it
 
 
 def _lbfgs(p: Problem, budget: int) -> Config:
-    calls = max(budget // p.per_call, 1)  # its values and gradients are whole calls of L
+    calls = max(budget // p.per_call, 1)  # its values and gradients: whole calls of L
 
     def run(seed, n):
         r, s = _timed(lambda: diffsim.optimize(
             p.loss, p.start(seed, n), Exact(), optimizer=_LBFGS, steps=min(calls, STEPS_CAP),
-            key=jax.random.PRNGKey(seed), budget=calls))  # fmt: skip
-        return _optimize_run(p, r, p.per_call, False, s)
+            key=jax.random.PRNGKey(seed), budget=budget))  # fmt: skip
+        return _optimize_run(p, r, False, s)
 
     return Config("exact + L-BFGS", "optax.lbfgs(), zoom line search", run)
 
@@ -332,7 +289,7 @@ def _adam(p: Problem, name: str, scale: float, budget: int) -> Config:
         r, s = _timed(lambda: diffsim.optimize(p.loss, p.start(seed, n), est, steps=steps,
                                                key=jax.random.PRNGKey(seed), optimizer=opt,
                                                budget=budget))  # fmt: skip
-        return _optimize_run(p, r, 1, False, s)  # each sample is one rollout
+        return _optimize_run(p, r, False, s)
 
     return Config(f"{ESTIMATORS[name]} + Adam", f"lr {lr:.3g}, σ {p.sigma:g} annealed", run)
 
@@ -340,7 +297,7 @@ def _adam(p: Problem, name: str, scale: float, budget: int) -> Config:
 def _recipe(p: Problem, name: str, budget: int) -> Config:
     def run(seed, n):
         r, s = _timed(lambda: p.recipe(name, p.start(seed, n), jax.random.PRNGKey(seed), budget))
-        return _optimize_run(p, r, 1, False, s)
+        return _optimize_run(p, r, False, s)
 
     return Config("paper recipe", ESTIMATORS[name], run)
 

@@ -39,7 +39,7 @@ import numpy as np
 import optax
 
 from ._checks import check_int
-from ._policy import PolicyObjective
+from ._policy import PolicyObjective, rollouts_per_call
 from .estimators import Auto, Exact, GradientEstimate
 from .estimators.auto import chosen_estimator, describe_choice
 
@@ -289,6 +289,7 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
         theta, value = result.theta, result.loss
         if last != "lbfgs":  # a sampling phase goes on from its lowest loss (read: counted)
             theta, value, read, lowered = _lowest(result)
+            read *= rollouts_per_call(loss)  # each read is a call of the loss: its rollouts
             spent += read
             check_evals[0] += read
             idle = 0 if lowered else idle + 1
@@ -305,7 +306,7 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
     final = value
     if loss is not given and phases:  # the last phase's loss was on another batch
         final = given(theta)
-        check_evals[0] += 1
+        check_evals[0] += rollouts_per_call(given)
     return Phases(phases, offsets, starts, tuple(decisions), check_evals[0], check_evals[1],
                   theta, final)  # fmt: skip
 

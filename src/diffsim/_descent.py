@@ -15,7 +15,9 @@ A descent method turns the loss at θ_k into θ_{k+1} and says what that cost. T
   per step, stopping when the minimiser's own tolerances are met.
 
 Counting: a *loss evaluation* is one rollout for the value alone, a *gradient evaluation*
-one value-and-gradient (the unit of :class:`~diffsim.estimators.Exact`). Line-search and
+one value-and-gradient (the unit of :class:`~diffsim.estimators.Exact`); a call of a
+:class:`~diffsim.policies.PolicyObjective` on its batch counts once per episode
+(:func:`~diffsim.policies.rollouts_per_call`). Line-search and
 minimiser steps stop spending once converged: later steps are skipped, as a budget skips
 them.
 """
@@ -32,6 +34,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array
 
+from ._policy import rollouts_per_call
 from .estimators import Estimator, GradientEstimate
 from .estimators.base import make_result
 
@@ -49,6 +52,9 @@ class DescentStep(NamedTuple):
             skipped and spend nothing.
         rejected: the step was refused because the loss it reached was NaN or inf; θ is
             held (and ``done`` is set).
+        value: L(θ_k) where the step evaluated it anyway (a line search, a minimiser),
+            which the history then reads instead of evaluating it again; ``None`` where
+            it did not (an estimator's step).
     """
 
     theta: Any
@@ -58,6 +64,7 @@ class DescentStep(NamedTuple):
     grad_evals: Array
     done: Array
     rejected: Array
+    value: Array | None = None
 
 
 class Descent(eqx.Module):
@@ -193,10 +200,11 @@ class LineSearchDescent(Descent):
         if new_value is not None:
             drop = value - new_value
             still = still | (drop <= self.ftol * jnp.maximum(jnp.abs(value), 1.0))
-        value_only = jnp.zeros((), jnp.int32) if have_grad else trials
-        grad_evals = first + (trials if have_grad else 0)
+        per_call = rollouts_per_call(loss)  # counted in rollouts: a policy's batch is many
+        value_only = jnp.zeros((), jnp.int32) if have_grad else trials * per_call
+        grad_evals = (first + (trials if have_grad else 0)) * per_call
         return DescentStep(new, new_state, _exact_estimate(grad, grad_evals), value_only,
-                           grad_evals, still | hold, rejected)  # fmt: skip
+                           grad_evals, still | hold, rejected, value)  # fmt: skip
 
 
 class OptimistixDescent(Descent):
@@ -242,8 +250,9 @@ class OptimistixDescent(Descent):
         # the gradient at θ_k for the history (like its loss: monitoring, not counted)
         value, grad = jax.value_and_grad(loss)(theta)
         bad = ~jnp.isfinite(value)
-        return DescentStep(new, new_state, _exact_estimate(grad, _int(~done)), _int(0),
-                           _int(~done), done | bad, bad)  # fmt: skip
+        spent = _int(~done) * rollouts_per_call(loss)
+        return DescentStep(new, new_state, _exact_estimate(grad, spent), _int(0), spent,
+                           done | bad, bad, value)  # fmt: skip
 
 
 def needs_value_fn(optimizer: Any, theta: Any) -> bool:

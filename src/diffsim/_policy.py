@@ -235,6 +235,24 @@ class PolicyObjective(eqx.Module):
         return vjp(weights.astype(jnp.result_type(weights)))[0]
 
 
+def rollouts_per_call(loss: Any) -> int:
+    """The rollouts one call of ``loss`` simulates: a :class:`PolicyObjective`'s
+    ``num_states`` (``objective(θ)`` averages that many episodes), 1 for any other loss.
+
+    Every evaluation count diffsim reports is in rollouts: a sampled estimator's sample is
+    one rollout, and a value or gradient of a policy objective on its batch is this many.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from diffsim.policies import PolicyObjective, linear_policy, rollouts_per_call
+        >>> obj = PolicyObjective(lambda x, p, u: x + u, linear_policy, lambda key: jnp.ones(1),
+        ...                       cost=lambda x, u: jnp.sum(x**2), horizon=5, num_states=8)
+        >>> rollouts_per_call(obj), rollouts_per_call(lambda t: t**2)
+        (8, 1)
+    """
+    return int(loss.num_states) if isinstance(loss, PolicyObjective) else 1
+
+
 def linear_policy(obs: Array, theta: Array) -> Array:
     """``u = Θ · obs``: the paper's linear feedback policy (Θ of shape ``(m, n)``).
 

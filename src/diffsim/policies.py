@@ -12,5 +12,6 @@ Example:
 from ._policy import PolicyObjective as PolicyObjective
 from ._policy import linear_policy as linear_policy
 from ._policy import mlp_policy as mlp_policy
+from ._policy import rollouts_per_call as rollouts_per_call
 
-__all__ = ["PolicyObjective", "linear_policy", "mlp_policy"]
+__all__ = ["PolicyObjective", "linear_policy", "mlp_policy", "rollouts_per_call"]

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._policy import rollouts_per_call
 from ._common import call_args
 from .base import Cost, Estimator, GradientEstimate, Loss, flatten_loss, make_result
 
@@ -17,7 +18,9 @@ from .base import Cost, Estimator, GradientEstimate, Loss, flatten_loss, make_re
 def _exact(loss: Loss, theta: Any) -> GradientEstimate:
     f, x, unravel = flatten_loss(loss, theta)
     g = jax.grad(f)(x)
-    return make_result(unravel, g, jnp.zeros_like(g), num_loss_evals=0, num_grad_evals=1)
+    # one gradient of the loss: on a policy objective, one per episode of its batch
+    calls = rollouts_per_call(loss)
+    return make_result(unravel, g, jnp.zeros_like(g), num_loss_evals=0, num_grad_evals=calls)
 
 
 class Exact(Estimator):
@@ -25,7 +28,9 @@ class Exact(Estimator):
 
     On a plateau (the wall demo's 7.67 < v₀ < 9.396) this is exactly 0 and gradient
     descent never moves; at a jump it is the one-sided derivative and says nothing of the
-    jump. ``std_error`` is 0, one gradient evaluation.
+    jump. ``std_error`` is 0, one gradient evaluation (on a
+    :class:`~diffsim.policies.PolicyObjective`, one per initial state of its batch: every
+    count is in rollouts, :func:`~diffsim.policies.rollouts_per_call`).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -42,5 +47,5 @@ class Exact(Estimator):
         return _exact(loss, call_args(theta, key, randomized=False))
 
     def cost(self, dim: int) -> Cost:
-        """One gradient evaluation."""
+        """One gradient evaluation (of a loss whose call is one rollout)."""
         return Cost(0, 1, 1)

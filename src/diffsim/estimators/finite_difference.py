@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
+from .._policy import rollouts_per_call
 from ._common import call_args, positive_field, warn_resolution
 from .base import Cost, Estimator, GradientEstimate, Loss, Option, flatten_loss, make_result
 
@@ -22,7 +23,8 @@ def _central(loss: Loss, theta: Any, step: Array) -> GradientEstimate:
     fp = jax.vmap(f)(x + basis)
     fm = jax.vmap(f)(x - basis)
     g = (fp - fm) / (2 * h)
-    return make_result(unravel, g, jnp.zeros_like(g), num_loss_evals=2 * d, num_grad_evals=0)
+    calls = 2 * d * rollouts_per_call(loss)  # in rollouts, as every count
+    return make_result(unravel, g, jnp.zeros_like(g), num_loss_evals=calls, num_grad_evals=0)
 
 
 class FiniteDifference(Estimator):

@@ -1,0 +1,118 @@
+"""Every evaluation count is in rollouts, on a policy objective too: a value or gradient of
+``objective(θ)`` on its batch of ``num_states`` initial states is that many rollouts, as a
+sampled estimator's sample is one (``diffsim.policies.rollouts_per_call``). Each count is
+checked against the episodes the objective really simulated, tallied by a host callback in
+its terminal cost (one tick per episode, batched or not)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import diffsim
+from diffsim.estimators import AlphaOrder, Exact, FiniteDifference, FirstOrder, ZerothOrder
+from diffsim.estimators._auto_action import LADDER_STATES
+from diffsim.policies import PolicyObjective, linear_policy, rollouts_per_call
+
+B = 6  # the objective's batch
+
+
+class _Tally:
+    def __init__(self):
+        self.episodes = 0
+
+    def tick(self, x):
+        self.episodes += int(np.size(x)) // 2  # one final state (2 numbers) per episode
+
+    def objective(self) -> PolicyObjective:
+        """x' = x + u, u = Θx, cost |x' − c|² on the final state, x₁ ~ N(m, I)."""
+        c = jnp.array([0.3, 2.0])
+
+        def terminal(x):
+            jax.debug.callback(self.tick, x)
+            return jnp.sum((x - c) ** 2)
+
+        return PolicyObjective(
+            lambda x, p, u: x + u,
+            linear_policy,
+            lambda key: jnp.array([1.0, -0.5]) + jax.random.normal(key, (2,)),
+            cost=lambda x, u: jnp.zeros(()),
+            horizon=1,
+            terminal_cost=terminal,
+            num_states=B,
+            key=jax.random.PRNGKey(7),
+        )
+
+    def run(self, fn):
+        self.episodes = 0
+        out = fn()
+        jax.effects_barrier()
+        return out, self.episodes
+
+
+def test_rollouts_per_call():
+    assert rollouts_per_call(_Tally().objective()) == B
+    assert rollouts_per_call(lambda t: t**2) == 1
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        Exact(),
+        FiniteDifference(),
+        ZerothOrder(sigma=0.1, num_samples=8),
+        FirstOrder(sigma=0.1, num_samples=8),
+        AlphaOrder(sigma=0.1, num_samples=8),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_each_estimator_counts_the_episodes_it_simulates(estimator):
+    """Exact: one gradient of the batch, B rollouts (it counted 1 before); central
+    differences 2·d·B; the sampled estimators one rollout a sample (as before)."""
+    t = _Tally()
+    obj = t.objective()
+    r, episodes = t.run(lambda: estimator(obj, jnp.zeros((2, 2)), jax.random.PRNGKey(3)))
+    assert int(r.num_evals) == episodes
+    if isinstance(estimator, Exact):
+        assert int(r.num_grad_evals) == B
+    if isinstance(estimator, FiniteDifference):
+        assert int(r.num_loss_evals) == 2 * 4 * B
+
+
+def test_lbfgs_on_a_policy_counts_the_batch_of_every_value_and_gradient():
+    """``optimize`` with L-BFGS on the policy: its evaluations are the episodes its line
+    searches simulated; the history reads the line search's values, and the loss once more
+    where θ stopped moving (B episodes), not at each of the scan's remaining steps."""
+    t = _Tally()
+    obj = t.objective()
+    r, episodes = t.run(
+        lambda: diffsim.optimize(
+            obj, jnp.zeros((2, 2)), Exact(), optimizer=optax.lbfgs(), steps=30,
+            key=jax.random.PRNGKey(0),
+        )
+    )  # fmt: skip
+    ran = int(r.steps_run)
+    assert 0 < ran < 30  # it converged and the rest of the scan held θ
+    assert int(r.evaluations) % B == 0
+    assert episodes == int(r.evaluations) + B
+    spent = np.asarray(r.history.evaluations)
+    assert spent[-1] == int(r.evaluations) and np.all(spent[ran:] == spent[ran - 1])
+
+
+@pytest.mark.slow  # a check and an L-BFGS phase on a policy: ~30 s on 2 cores
+def test_the_default_method_on_a_policy_counts_the_episodes_it_simulates():
+    """The default method: its check (sampled rollouts) and its L-BFGS phase (batch calls)
+    in one unit. The check counts the ladder's loss at θ both as a value and with its
+    gradient (at most ``LADDER_STATES`` episodes more than it ran); the history's one read
+    of the L-BFGS phase (where θ stopped moving) is not counted."""
+    t = _Tally()
+    obj = t.objective()
+    r, episodes = t.run(lambda: diffsim.optimize(obj, jnp.zeros((2, 2)), key=jax.random.PRNGKey(1)))
+    phases = [d for d in r.decisions if d.method != "stop"]
+    assert [d.method for d in phases] == ["lbfgs"]
+    record = len(phases) * B
+    over = int(r.evaluations) + record - episodes
+    assert 0 <= over <= LADDER_STATES

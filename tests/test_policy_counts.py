@@ -116,3 +116,15 @@ def test_the_default_method_on_a_policy_counts_the_episodes_it_simulates():
     record = len(phases) * B
     over = int(r.evaluations) + record - episodes
     assert 0 <= over <= LADDER_STATES
+
+
+def test_a_budget_for_a_policy_leaves_room_for_one_gradient_of_its_batch():
+    """The smallest budget the default method accepts is a check and one gradient, which
+    on a policy objective is a gradient of its whole batch (B rollouts), not 1."""
+    from diffsim._decide import smallest_budget
+
+    obj = _Tally().objective()
+    least = smallest_budget(diffsim.Decide(), 4, B)
+    assert least == smallest_budget(diffsim.Decide(), 4) - 1 + B
+    with pytest.raises(ValueError, match=f"at least {least} evaluations for 4 parameters"):
+        diffsim.optimize(obj, jnp.zeros((2, 2)), key=jax.random.PRNGKey(0), budget=least - 1)

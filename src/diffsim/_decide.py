@@ -137,13 +137,13 @@ class Phases(NamedTuple):
     loss: Any
 
 
-def smallest_budget(method: Decide, dim: int) -> int:
+def smallest_budget(method: Decide, dim: int, per_call: int = 1) -> int:
     """The fewest evaluations one decision and one step can take: a check without widening
     (its loss and gradient at θ, the finite-difference ladder, N samples of each family)
-    and one gradient."""
+    and one gradient (``per_call`` rollouts: a policy objective's batch)."""
     cost = dataclasses.replace(method.check, max_widen=0, max_samples=method.check.num_samples)
     loss_evals, grad_evals, _ = cost.cost(dim)
-    return loss_evals + grad_evals + 1
+    return loss_evals + grad_evals + per_call
 
 
 def _check_cost(check: Auto, dim: int) -> int:

@@ -27,6 +27,7 @@ from ._checks import (
 )
 from ._decide import Decide, concat_histories, decide_and_descend, smallest_budget
 from ._descent import EstimatorDescent, descent_for, is_minimiser, needs_value_fn
+from ._policy import rollouts_per_call
 from ._sigma import scale_sigma
 from .estimators import Auto, Estimator, Exact, GradientEstimate
 from .estimators._common import check_not_empty, check_sample_memory
@@ -403,7 +404,7 @@ def optimize(
         cap = jnp.asarray(check_int("budget", budget, minimum=1, maximum=INT32_MAX), jnp.int32)
     if default and budget is not None:
         dim = sum(int(np.size(v)) for v in jax.tree_util.tree_leaves(theta0))
-        least = smallest_budget(method or Decide(), dim)
+        least = smallest_budget(method or Decide(), dim, rollouts_per_call(loss))
         if int(budget) < least:
             raise ValueError(
                 f"budget must leave room for one decision and one step of the default method "

@@ -228,3 +228,24 @@ def test_budget_bad_input_names_it(bad):
     with pytest.raises((ValueError, TypeError), match="budget"):
         optimize(pw.loss_closed_form, 8.0, Exact(), steps=3, key=jax.random.PRNGKey(0),
                  budget=bad)  # fmt: skip
+
+
+def test_result_says_its_wall_time_and_none_inside_a_transformation():
+    """``seconds``: a finite positive wall time for a call that ran (bounded by the time
+    measured around it), ``None`` inside ``jit`` or ``vmap`` (nothing ran to time); results
+    of two runs still stack leaf by leaf (the time is a leaf, not static)."""
+    import time
+
+    def run(t0):
+        return optimize(lambda t: (t - 3.0) ** 2, t0, Exact(), steps=5,
+                        key=jax.random.PRNGKey(0), optimizer=optax.sgd(0.1))  # fmt: skip
+
+    t = time.perf_counter()
+    a = run(jnp.asarray(0.0))
+    around = time.perf_counter() - t
+    assert isinstance(a.seconds, float) and 0 < a.seconds <= around
+    b = run(jnp.asarray(1.0))
+    both = jax.tree_util.tree_map(lambda *v: np.stack([np.asarray(x) for x in v]), a, b)
+    assert both.seconds.shape == (2,)
+    assert jax.jit(run)(jnp.asarray(0.0)).seconds is None
+    assert jax.vmap(run)(jnp.zeros(2)).seconds is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -105,6 +106,9 @@ class OptimizeResult(eqx.Module):
         decisions: what the default method (:class:`~diffsim.Decide`) decided and when:
             :class:`~diffsim.Decision` s (step, method, reason, evaluations so far); empty
             when an estimator or an optimizer was given.
+        seconds: the call's wall time (compilation included, the result computed), or
+            ``None`` when :func:`optimize` ran inside a ``jit`` or a ``vmap`` (nothing ran
+            then to time).
 
     Examples:
         >>> import jax, jax.numpy as jnp, optax
@@ -125,6 +129,7 @@ class OptimizeResult(eqx.Module):
     steps_run: Array
     rejected_at: Array
     decisions: tuple = eqx.field(static=True, default=())
+    seconds: float | None = None  # a leaf (not static): results of several runs still stack
 
 
 def _positive_in_loop(name: str, value: Any, dtype: Any) -> Array:
@@ -411,10 +416,11 @@ def optimize(
                 f"(at least {least} evaluations for {dim} parameters: the check's samples "
                 f"and one gradient), got {budget}"
             )
+    start = time.perf_counter()
     if default:
         result = _decided(loss, theta0, method or Decide(), steps, key, callback, budget)
         _check_diverged(result)
-        return result
+        return _timed(result, start)
     try:
         result = _optimize(
             loss,
@@ -430,7 +436,7 @@ def optimize(
             cap,
         )
         _check_diverged(result)
-        return result
+        return _timed(result, start)
     except eqx.EquinoxRuntimeError as err:  # a schedule value refused inside the loop
         for name in ("sigma_schedule", "temperature_schedule"):
             if name in str(err):
@@ -523,6 +529,15 @@ def default_optimizer(theta0: Any, steps: int) -> optax.GradientTransformation:
     lr = LR_FRACTION * big  # traceable: built inside optimize's jit, θ₀ may be a tracer
     decay = optax.cosine_decay_schedule(1.0, int(steps), alpha=LR_END_FRACTION)
     return optax.adam(lambda k: lr * decay(k))
+
+
+def _timed(result: OptimizeResult, start: float) -> OptimizeResult:
+    """``result`` with its wall time since ``start`` (once its arrays are computed); as it
+    is inside a user's ``jit`` or ``vmap``, where nothing has run."""
+    if not all(is_concrete(v) for v in jax.tree_util.tree_leaves(result)):
+        return result
+    jax.block_until_ready(result)
+    return dataclasses.replace(result, seconds=time.perf_counter() - start)
 
 
 def _check_diverged(result: OptimizeResult) -> None:

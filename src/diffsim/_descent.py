@@ -64,7 +64,7 @@ class DescentStep(NamedTuple):
     grad_evals: Array
     done: Array
     rejected: Array
-    value: Array | None = None
+    value: Any = None
 
 
 class Descent(eqx.Module):

@@ -141,7 +141,7 @@ def _positive_in_loop(name: str, value: Any, dtype: Any) -> Array:
     return eqx.error_if(value, bad, f"{name} must give values finite and > 0")
 
 
-def _history_loss(loss, theta, held, go, reusable, dtype, known=None):
+def _history_loss(loss, theta, held, go, reusable, dtype, known):
     """The loss at θ_k for the history (monitoring, not counted as an evaluation) and what
     the next step may reuse. It is read only where it is not known already: ``known``, the
     value a line search or a minimiser evaluated at θ_k anyway (NaN where not), and, once
@@ -152,8 +152,8 @@ def _history_loss(loss, theta, held, go, reusable, dtype, known=None):
     if not reusable:
         return jnp.asarray(loss(theta), dtype), held
     held_value, ok = held
-    have = go & jnp.isfinite(known) if known is not None else jnp.zeros((), bool)
-    given = jnp.where(have, known, held_value) if known is not None else held_value
+    have = go & jnp.isfinite(known)
+    given = jnp.where(have, known, held_value)
     value = jax.lax.cond(ok | have, lambda: given, lambda: jnp.asarray(loss(theta), dtype))
     return value, (value, ~go)
 
@@ -260,7 +260,7 @@ def _optimize(
         final_temp = _positive_in_loop("temperature_schedule", temp_schedule(steps), dtype)
     history = OptimizeHistory(*rec)
     final, _ = _history_loss(loss_at(final_temp), theta, held, jnp.zeros((), bool),
-                             temp_schedule is None, dtype)  # fmt: skip
+                             temp_schedule is None, dtype, jnp.asarray(jnp.nan, dtype))  # fmt: skip
     loss_evals, grad_evals, steps_run = counts
     return OptimizeResult(
         theta, final, loss_evals + grad_evals, history, loss_evals, grad_evals, steps_run, stops[1]

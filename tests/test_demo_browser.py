@@ -309,7 +309,9 @@ def test_gradient_doctor_panel_follows_v0(page):
 
 def _optimize_from_8(page, choice: str) -> None:
     """Run Optimize with ``choice`` from v₀ = 8 and wait for *this* run's result (an earlier
-    run's result stays on the page until the new one replaces it)."""
+    run's result stays on the page until the new one replaces it). ``innerText``, not
+    ``textContent``: the result is rendered (dcc.Loading keeps new children hidden until its
+    loading state clears, and a hidden element's inner text, which the tests read, is '')."""
     _set_v0(page, 8.0)
     page.check(f"#estimator-select input[value={choice}]")
     page.click("#optimize-button")
@@ -317,8 +319,8 @@ def _optimize_from_8(page, choice: str) -> None:
     page.wait_for_function(
         "([header]) => { const r = document.getElementById('optimize-result');"
         " const x = document.getElementById('optimize-landing');"
-        " return r !== null && x !== null && r.textContent.startsWith(header)"
-        " && x.textContent.endsWith(' m'); }",
+        " return r !== null && x !== null && r.innerText.startsWith(header)"
+        " && x.innerText.endsWith(' m'); }",
         arg=[header],
         timeout=180_000,
     )

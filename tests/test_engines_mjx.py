@@ -28,7 +28,7 @@ from mujoco import mjx as mujoco_mjx
 import diffsim
 from conftest import central_fd
 from diffsim.engines import mjx, scenes
-from diffsim.estimators import ESTIMATORS, AlphaOrder, Exact, make_estimator
+from diffsim.estimators import AlphaOrder, Exact, make_estimator
 
 _enable_x64 = jax.enable_x64 if hasattr(jax, "enable_x64") else jax.experimental.enable_x64  # type: ignore[attr-defined]
 
@@ -355,14 +355,16 @@ def pushing():
 
 @pytest.mark.slow
 def test_pushing_every_estimator_and_optimize(pushing):
-    """Every registered estimator runs on the MJX pushing loss (finite estimates); the exact
-    estimate is jax.grad; ZoBG and FoBG agree within their standard errors (plus 10 % of the
-    gradient, for FoBG's bias at σ = 0.1); optimize with AoBG halves the loss from θ = 0.9."""
+    """The estimators run on the MJX pushing loss (finite estimates); the exact estimate is
+    jax.grad; ZoBG and FoBG agree within their standard errors (plus 10 % of the gradient,
+    for FoBG's bias at σ = 0.1); optimize with AoBG halves the loss from θ = 0.9. (Auto runs
+    on an MJX scene in test_one_verdict; 'fd' and auto compile MJX's solver for minutes more
+    and add no engine-specific code path.)"""
     _, loss = pushing
     theta = jnp.asarray(0.7)
     g = float(jax.grad(loss)(theta))
     results = {}
-    for name in ESTIMATORS:
+    for name in ("exact", "zeroth", "first"):
         r = make_estimator(name)(loss, theta, KEY)
         assert np.isfinite(float(r.estimate)), name
         results[name] = r

@@ -130,8 +130,9 @@ def test_user_sigma_is_used_by_both():
 @pytest.mark.slow
 def test_one_verdict_on_an_mjx_scene():
     """The MuJoCo wall scene through the MJX adapter: the ball's squared distance from a
-    target 10 m away after 150 steps, as a function of its launch velocity (x, z), at 16
-    random launch speeds across the wall's plateau, cliff and basin."""
+    target 10 m away after 150 steps, as a function of its launch velocity (x, z), at 6
+    launch speeds: two on the wall's plateau, two at its cliff and two in the basin (the
+    80 random points of the 1-D wall above cover the property's breadth)."""
     from diffsim.engines import mjx, scenes
 
     step = mjx.load(scenes.path("wall"))
@@ -143,8 +144,7 @@ def test_one_verdict_on_an_mjx_scene():
         sT = step.simulate({"qvel0": qvel}, 150)
         return jnp.sum((step.body_position(sT, "ball") - goal) ** 2)
 
-    k1, k2 = jax.random.split(jax.random.PRNGKey(7))
-    speeds = jax.random.uniform(k1, (16,), minval=7.0, maxval=12.0)
+    speeds = jnp.asarray([8.2, 9.0, 9.4, 9.5, 10.2, 11.5])  # the cliff: about 9.45
     thetas = jnp.stack([speeds, speeds], axis=1) / jnp.sqrt(2.0)
-    counts, mismatches = _check(loss, thetas, jax.random.split(k2, 16))
+    counts, mismatches = _check(loss, thetas, jax.random.split(jax.random.PRNGKey(7), 6))
     assert not mismatches, (counts, mismatches)

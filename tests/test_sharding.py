@@ -69,6 +69,7 @@ def _close(a: dict, b: dict) -> None:
         assert x["evaluations"] == y["evaluations"], (name, x, y)
 
 
+@pytest.mark.xdist_group("four_devices")  # one worker starts the subprocess
 def test_sharded_estimators_equal_the_one_device_estimates(four_devices):
     r = four_devices
     assert (r["devices"], r["processes"]) == (4, 1)
@@ -83,6 +84,7 @@ def test_sharded_estimators_equal_the_one_device_estimates(four_devices):
     assert r["hlo_collectives"] == ["all-reduce"], r["hlo_collectives"]
 
 
+@pytest.mark.xdist_group("four_devices")  # one worker starts the subprocess
 def test_sharded_doctor_and_optimize_agree(four_devices):
     d = four_devices["diagnose"]
     assert d["all"]["verdict"] == d["one"]["verdict"] == "untrusted"
@@ -94,6 +96,7 @@ def test_sharded_doctor_and_optimize_agree(four_devices):
     assert o["one"]["theta"] > 9.4  # it crossed the cliff: a real optimisation, not a no-op
 
 
+@pytest.mark.xdist_group("four_devices")  # one worker starts the subprocess
 def test_sharded_batched_rollouts_equal_the_one_device_ones(four_devices):
     r = four_devices["rollout"]
     assert r["equal"] and r["max_abs_diff"] == 0.0
@@ -127,6 +130,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("four_devices")  # one worker starts the subprocess
 def test_two_processes_give_the_single_process_estimate(four_devices):
     port = _free_port()
     procs = [

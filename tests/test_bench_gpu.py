@@ -28,6 +28,9 @@ from benchmarks.task import initial_state  # noqa: E402
 SIZES, STEPS = (64, 256), 60
 
 
+pytestmark = pytest.mark.xdist_group("bench_gpu")  # one worker runs the benchmark
+
+
 @pytest.fixture(scope="module")
 def report() -> dict:
     env = dict(os.environ)

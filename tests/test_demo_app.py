@@ -34,6 +34,9 @@ from diffsim.estimators import ZerothOrder
 from diffsim.systems import projectile_wall as pw
 from diffsim.systems import wall_study
 
+# one worker builds the page's model (its warm-up compiles every stage: ~1 min on 2 cores)
+pytestmark = pytest.mark.xdist_group("demo_app")
+
 
 def library_readouts(v0: float) -> tuple[str, str, str, str]:
     """The readouts computed here from the library, formatted as the page does."""

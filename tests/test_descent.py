@@ -124,10 +124,13 @@ def test_optimistix_minimiser_matches_optx_minimise_and_counts():
     np.testing.assert_allclose(np.asarray(r.theta), np.asarray(ref.value), rtol=0, atol=1e-10)
     assert int(r.steps_run) == int(ref.stats["num_steps"])
     assert int(r.evaluations) == int(ref.stats["num_steps"])  # one value and gradient a step
-    # monitoring, not counted: the history's value and gradient at each step that ran and at
-    # the one that found the minimiser done, and the loss once where θ stopped moving
+    # the history reads the minimiser's own value and gradient at each θ_k (its state's
+    # f_info: nothing evaluated again), and the loss once where θ stopped moving (monitoring)
     assert int(r.steps_run) < steps
-    assert loss.n == int(r.evaluations) + (int(r.steps_run) + 1) + 1
+    assert loss.n == int(r.evaluations) + 1
+    g = np.asarray(r.history.estimate.estimate[: int(r.steps_run)])  # its ∇L(θ_k)
+    want = np.asarray(jax.vmap(jax.grad(quartic))(r.history.theta[: int(r.steps_run)]))
+    np.testing.assert_allclose(g, want, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("est", [FirstOrder(), ZerothOrder()], ids=["fobg", "zobg"])

@@ -25,7 +25,10 @@ T = 30
 
 diffsim.enable_compilation_cache()  # MJX compiles for 10-30 s: keep it between runs
 
-pytestmark = pytest.mark.filterwarnings("ignore:Brax System:UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Brax System:UserWarning"),
+    pytest.mark.xdist_group("brax"),  # one worker compiles the module's pendulum
+]
 
 
 def angle_cost(traj):

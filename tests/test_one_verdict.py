@@ -7,8 +7,10 @@ doctor with ``num_samples = max_samples = N``, so it draws exactly ``auto``'s ba
 * otherwise ``auto`` returns what the doctor recommends (having drawn the same rounds) (``Diagnosis.choice``), and
   ``Diagnosis.estimator`` is the configured estimator of that choice (σ as used, N).
 
-``auto`` runs vmapped over the points (its graph), the doctor once per point (its host
-loop): two routes through :mod:`diffsim.estimators._evidence` that must agree exactly.
+Both draw through one scheduler (:mod:`diffsim.estimators._rounds`); ``auto`` runs vmapped
+over the points (every lane to the last lane's end, its own rounds masked), the doctor once
+per point, and each reads its own decision (``auto``'s compiled :func:`assess`, the
+doctor's rules and report): routes that must agree exactly.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from diffsim.systems import projectile_wall as pw
 N = 32
 BUDGET = 4 * N
 """Both tools get the same first batch N and the same budget: N doubles (32 → 64 → 128)
-while a statistic is undecided, in the doctor's host loop and in auto's graph."""
+while a statistic is undecided."""
 
 
 def _rollout_loss(name: str, **settings):

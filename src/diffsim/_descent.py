@@ -247,12 +247,34 @@ class OptimistixDescent(Descent):
             return new, new_state
 
         new, new_state = jax.lax.cond(done, lambda t, s: (t, s), advance, theta, state)
-        # the gradient at θ_k for the history (like its loss: monitoring, not counted)
-        value, grad = jax.value_and_grad(loss)(theta)
+        per_call = rollouts_per_call(loss)
+        spent = _int(~done) * per_call  # the minimiser's own evaluation
+        kept = _evaluation_at_theta(state, new_state)
+        if kept is not None:  # L(θ_k) and ∇L(θ_k) as the minimiser evaluated them
+            value, grad = kept
+        else:  # a minimiser that keeps no gradient (Nelder–Mead): one more, counted
+            value, grad = jax.value_and_grad(loss)(theta)
+            spent = spent + per_call
         bad = ~jnp.isfinite(value)
-        spent = _int(~done) * rollouts_per_call(loss)
         return DescentStep(new, new_state, _exact_estimate(grad, spent), _int(0), spent,
                            done | bad, bad, value)  # fmt: skip
+
+
+def _evaluation_at_theta(state: Any, new_state: Any) -> tuple[Any, Any] | None:
+    """(L(θ_k), ∇L(θ_k)) from an Optimistix minimiser's state (``f_info``: the value and
+    gradient at the iterate it returned last, θ_k; on its first step, which evaluates θ_0
+    itself, the state it returns), or ``None`` for a minimiser that keeps no gradient."""
+    import optimistix as optx
+
+    kinds = (optx.FunctionInfo.EvalGrad, optx.FunctionInfo.EvalGradHessian,
+             optx.FunctionInfo.EvalGradHessianInv)  # fmt: skip
+    before, after = getattr(state, "f_info", None), getattr(new_state, "f_info", None)
+    first = getattr(state, "first_step", None)
+    if not (isinstance(before, kinds) and isinstance(after, kinds) and first is not None):
+        return None
+    value = jnp.where(first, after.f, before.f)
+    grad = jax.tree_util.tree_map(lambda b, a: jnp.where(first, a, b), before.grad, after.grad)
+    return value, grad
 
 
 def needs_value_fn(optimizer: Any, theta: Any) -> bool:

@@ -1,7 +1,9 @@
 """The gradient doctor: can the gradient at θ be trusted, why not, and what to use instead.
 
-* ``_measure.py`` — what it measures: one jitted batch of exact, finite-difference,
-  first- and zeroth-order samples, and the rollout Jacobian along the horizon;
+* ``_measure.py`` — what it measures: the evidence ``auto`` decides on, drawn in the same
+  compiled rounds (:mod:`diffsim.estimators._rounds`), as numbers (:class:`Measurements`:
+  the evidence plus σ as sampled, the cost and a rollout's checks), and the rollout
+  Jacobian along the horizon;
 * ``_rules.py`` — what it decides: one :class:`Rule` per flag (test, thresholds, evidence,
   advice);
 * ``_diagnose.py`` — :func:`diagnose`, :func:`diagnose_rollout`, :func:`check_grad`.
@@ -20,7 +22,6 @@ from ._diagnose import diagnose_rollout as diagnose_rollout
 from ._measure import Discretization as Discretization
 from ._measure import Horizon as Horizon
 from ._measure import Measurements as Measurements
-from ._measure import Sampler as Sampler
 from ._measure import default_sigma as default_sigma
 from ._measure import measure as measure
 from ._rules import FLAGS as FLAGS
@@ -42,7 +43,6 @@ __all__ = [
     "Horizon",
     "Measurements",
     "Rule",
-    "Sampler",
     "Thresholds",
     "check_grad",
     "default_sigma",

@@ -59,18 +59,19 @@ from .._types import Inputs
 from ..estimators import _evidence as ev
 from ..estimators._common import check_not_empty, check_sample_memory
 from ..estimators._evidence import CHOICES
+from ..estimators._rounds import sample_sizes
 from ..estimators.auto import chosen_estimator
 from ..estimators.base import flatten_loss
 from ._measure import (
     DEFAULT_REL_STEPS,
     Discretization,
-    Horizon,
     Measurements,
-    Sampler,
     horizon_growth,
+    resolve_sigma,
+    sample,
     sensitivity_profile,
 )
-from ._rules import Flag, Thresholds, decide, recommend, undecided
+from ._rules import Flag, Thresholds, decide, growth_of, recommend, undecided
 
 Verdict = Literal["trusted", "untrusted", "inconclusive"]
 VERDICTS: tuple[str, ...] = ("trusted", "untrusted", "inconclusive")
@@ -407,9 +408,10 @@ def _advice_sigma(m: Measurements) -> float | str:
 
 
 def _report(
-    sampler: Sampler, m: Measurements, thresholds: Thresholds, pending: tuple[Flag, ...],
-    budget: int, extra: dict[str, int] | None = None,
+    m: Measurements, sigma_used: Any, widenings: int, thresholds: Thresholds, budget: int,
+    extra: dict[str, int] | None = None,
 ) -> Diagnosis:  # fmt: skip
+    pending = undecided(m, thresholds)
     flags = decide(m, thresholds)
     sigma = _advice_sigma(m)
     need = [int(f.evidence.get("samples_to_decide", 0)) for f in pending]
@@ -420,7 +422,6 @@ def _report(
                   "jump" in names or "kink" in names,
                   "stiffness" in names, "chaos" in names, bool(pending))
     )  # fmt: skip
-    sigma_used = sampler.sigma_spec
     estimator = chosen_estimator(code, sigma_used, m.num_samples)
     verdict: Verdict
     if flags:
@@ -448,7 +449,7 @@ def _report(
         choice_code=code,
         estimator=estimator,
         sigma_used=sigma_used,
-        widenings=sampler.widenings,
+        widenings=widenings,
     )
 
 
@@ -466,41 +467,6 @@ def describe_estimator(est: Any) -> str:
     return f"{type(est).__name__}({', '.join(args)})"
 
 
-def _sequential(
-    sampler: Sampler, thresholds: Thresholds, budget: int, horizon: Horizon | None = None,
-    max_widen: int = ev.MAX_WIDEN,
-) -> tuple[Measurements, tuple[Flag, ...]]:  # fmt: skip
-    """Draw samples until no flag is undecided or the budget is spent, doubling N each
-    round (fresh samples join the old); the last round's measurements and what is still
-    undecided. When nothing moves within the default σ after the first batch, σ is widened
-    ×4 (up to ``max_widen`` times) and sampling starts again — as
-    :class:`~diffsim.estimators.Auto` does in its graph; a σ the user gave is kept."""
-    while True:
-        sampler.extend(2 * sampler.num_samples or sampler.chunk)
-        m = sampler.measurements()
-        if horizon is not None:
-            m = dataclasses.replace(m, horizon=horizon)
-        first = sampler.num_samples == sampler.chunk
-        widen = sampler.widenings < max_widen and sampler.default_sigma  # a σ given wins
-        if first and widen and bool(ev.flat_within_sigma(m)):
-            sampler.widen()
-            continue
-        pending = undecided(m, thresholds)
-        if not pending or sampler.num_samples >= budget:
-            return m, pending
-
-
-def sample_budget(num_samples: int, max_samples: int) -> tuple[int, int]:
-    """``(first batch, budget)``: the first batch is ``num_samples`` rounded up to even;
-    the budget is the first batch doubled as often as ``max_samples`` allows (so the rounds
-    are N, 2N, 4N, ...), and at least the first batch."""
-    chunk = num_samples + num_samples % 2
-    budget = chunk
-    while 2 * budget <= max_samples:
-        budget *= 2
-    return chunk, budget
-
-
 def _check_thresholds(thresholds: Thresholds | None) -> Thresholds:
     """``thresholds``, default ``Thresholds()`` (which checks its own fields)."""
     if thresholds is None:
@@ -513,8 +479,10 @@ def _check_thresholds(thresholds: Thresholds | None) -> Thresholds:
 def _measure_checked(
     loss, theta, key, *, sigma, num_samples, max_samples, rel_steps, num_directions,
     thresholds, devices=None,
-) -> tuple[Sampler, Thresholds, int]:  # fmt: skip
-    """:func:`diagnose`'s argument checks, then its sampler, thresholds and budget."""
+) -> tuple[dict[str, Any], Thresholds, int]:  # fmt: skip
+    """:func:`diagnose`'s argument checks; then what :func:`~._measure.sample` takes besides
+    the loss, θ and the key, the thresholds and the budget (N doubled as often as
+    ``max_samples`` allows: N, 2N, 4N, ..., and at least N)."""
     if not callable(loss):
         raise TypeError(f"loss must be a callable L(theta) -> scalar, got {loss!r}")
     # θ first, named, in the dtype the computation uses: the default σ is derived from it
@@ -539,15 +507,16 @@ def _measure_checked(
             f"rel_steps must be >= 3 strictly decreasing numbers > 0, got {rel_steps!r}"
         )
     thresholds = _check_thresholds(thresholds)
-    chunk, budget = sample_budget(num_samples, max(max_samples, num_samples))
+    chunk = num_samples + num_samples % 2
+    budget = sample_sizes(chunk, max(max_samples, chunk))[-1]
     check_not_empty(theta)
     check_sample_memory("max_samples" if max_samples > num_samples else "num_samples", budget,
                         theta, 4)  # fmt: skip
-    sampler = Sampler(
-        loss, theta, key, sigma=sigma, chunk=chunk, capacity=budget, rel_steps=steps,
-        num_directions=num_directions, devices=devices,
-    )  # fmt: skip
-    return sampler, thresholds, budget
+    # resolves and checks σ against θ before anything is compiled
+    resolve_sigma(sigma, theta)
+    settings = dict(sigma=sigma, num_samples=chunk, max_samples=budget, thresholds=thresholds,
+                    rel_steps=steps, num_directions=num_directions, devices=devices)  # fmt: skip
+    return settings, thresholds, budget
 
 
 def diagnose(
@@ -615,19 +584,19 @@ def diagnose(
         >>> diagnose(step, jnp.array(0.02), jax.random.PRNGKey(0), sigma=0.1).flag_names
         ('jump',)
     """
-    sampler, thresholds, budget = _measure_checked(
+    settings, thresholds, budget = _measure_checked(
         loss, theta, key, sigma=sigma, num_samples=num_samples, max_samples=max_samples,
         rel_steps=rel_steps, num_directions=num_directions, thresholds=thresholds,
         devices=devices,
     )  # fmt: skip
     if half_step is not None and not isinstance(half_step, HalfStep):
         raise TypeError(f"half_step must be a HalfStep or None, got {half_step!r}")
-    m, pending = _sequential(sampler, thresholds, budget)
+    m, sigma_used, widenings = sample(loss, theta, key, **settings)
     extra: dict[str, int] = {}
     if half_step is not None:
         thresholds = dataclasses.replace(thresholds, discretization_tolerance=half_step.tolerance)
         m = _with_half_step(m, extra, half_step, theta)
-    return _report(sampler, m, thresholds, pending, budget, extra or None)
+    return _report(m, sigma_used, widenings, thresholds, budget, extra or None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -785,9 +754,12 @@ def diagnose_rollout(
         )
     opts = _diagnose_options(options)
     del opts["half_step"]
-    sampler, thresholds, budget = _measure_checked(objective, var, key, **opts)
-    norms, step_norms = sensitivity_profile(step, s0, theta, num_steps, inputs)
-    m, pending = _sequential(sampler, thresholds, budget, horizon_growth(norms, step_norms))
+    settings, thresholds, budget = _measure_checked(objective, var, key, **opts)
+    horizon = horizon_growth(*sensitivity_profile(step, s0, theta, num_steps, inputs))
+    decided = growth_of(horizon, thresholds) is not None  # stiffness: the horizon's call
+    m, sigma_used, widenings = sample(objective, var, key, stiffness_decided=decided,
+                                      **settings)  # fmt: skip
+    m = dataclasses.replace(m, horizon=horizon)
     extra = {"step_jacobians": num_steps}
     refined = halve_time_step(step) if discretization else None
     if refined is not None:
@@ -803,7 +775,7 @@ def diagnose_rollout(
 
         half = HalfStep(fine, order, h, float(thresholds.discretization_tolerance))
         m = _with_half_step(m, extra, half, var)
-    return _report(sampler, m, thresholds, pending, budget, extra)
+    return _report(m, sigma_used, widenings, thresholds, budget, extra)
 
 
 def halve_time_step(step: Any) -> tuple[Any, int, float] | None:

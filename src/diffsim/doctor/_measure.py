@@ -38,6 +38,8 @@ from .._sigma import (
 )
 from ..estimators import _evidence as ev
 from ..estimators._evidence import DEFAULT_REL_STEPS
+from ..estimators._rounds import gather, round_cost
+from ..estimators._thresholds import Thresholds
 from ..estimators.base import flatten_loss
 
 
@@ -111,7 +113,12 @@ class Discretization:
 
 @dataclasses.dataclass(frozen=True)
 class Measurements:
-    r"""Every number the rules decide on (numpy and Python scalars, no tracers).
+    r"""Every number the rules decide on (numpy and Python scalars, no tracers): the
+    evidence of the last sampling round (:class:`~diffsim.estimators._evidence.Evidence`,
+    the statistics ``auto`` decides on, as numbers), read by name (``m.zeroth_mean`` is
+    ``m.evidence.zeroth_mean``), plus what the doctor adds: σ as sampled
+    (``sigma_components``, ``sigma_form``), the cost of every round (``evaluations``) and,
+    for a rollout, the ``horizon`` and ``discretization`` checks.
 
     σ may differ per component (``sigma_components``, raveled like θ). The statistics are
     taken in the **scaled coordinates** :math:`y = (θ − θ_0)\,\bar σ/σ` (``scale`` =
@@ -152,47 +159,21 @@ class Measurements:
         ['sigma', 'sigma_form', 'sigma_components', 'num_samples']
     """
 
-    sigma: float
-    eps: float
-    loss: float
-    grad: np.ndarray
-    grad_norm: float
-    all_finite: bool
-    finite_loss: bool
-    finite_gradient: bool
-    finite_perturbed_losses: bool
-    finite_perturbed_gradients: bool
-    nonfinite_sample_gradients: int
-    zeroth_mean: np.ndarray
-    zeroth_se: np.ndarray
-    first_mean: np.ndarray
-    first_se: np.ndarray
-    smoothed_grad_norm: float
-    z_smoothed_nonzero: float
-    z_first_vs_zeroth: float
-    z_exact_vs_smoothed: float
-    bias_gap: float
-    epsilon: float
-    stiffness_ratio: float
-    first_kurtosis: float
-    max_loss_change: float
-    max_sample_grad: float
-    grad_along_directions: np.ndarray
-    fd_noise: np.ndarray
-    fd_excess: np.ndarray
-    fd_slopes: np.ndarray
-    fd_slope_small_steps: float
-    fd_over_grad: float
-    fd_kink: float
-    local_change: float
-    typical_change: float
+    evidence: ev.Evidence
     evaluations: dict[str, int]
+    sigma_components: np.ndarray
+    sigma_form: str = ""
     horizon: Horizon | None = None
     discretization: Discretization | None = None
-    sigma_components: np.ndarray = dataclasses.field(default_factory=lambda: np.ones(0))
-    scale: np.ndarray = dataclasses.field(default_factory=lambda: np.ones(0))
-    sigma_form: str = ""
-    num_samples: int = 0
+
+    def __getattr__(self, name: str) -> Any:
+        # the statistics, by name (only called for names that are not fields)
+        if name.startswith("__") or name == "evidence":
+            raise AttributeError(name)
+        try:
+            return getattr(self.evidence, name)
+        except AttributeError:
+            raise AttributeError(f"Measurements has no statistic {name!r}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """The measurements a :class:`~diffsim.Diagnosis` reports, by name."""
@@ -236,11 +217,6 @@ class Measurements:
                 max_step_amplification=h.max_step,
             )
         return out
-
-
-_draw = eqx.filter_jit(ev.draw)
-"""The doctor's batch (:func:`diffsim.estimators._evidence.draw`), compiled once per loss
-and θ structure: every round and every σ reuse the program."""
 
 
 MIN_SIGMA_SPACINGS = 64
@@ -331,143 +307,59 @@ def resolve_sigma(sigma: Any, theta: Any) -> tuple[np.ndarray, str]:
     return vec, form
 
 
-class Sampler:
-    """The doctor's samples around θ, drawn in rounds that reuse one compiled program.
-
-    ``extend(n)`` draws samples until N = n (a multiple of ``chunk``, at most
-    ``capacity``); ``measurements()`` reduces the N drawn so far to :class:`Measurements`.
-    The buffers have the fixed shape of ``capacity``: the first call compiles, every later
-    round (and every later θ of the same structure) reuses the program.
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from diffsim.doctor import Sampler
-        >>> s = Sampler(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]), jax.random.PRNGKey(0),
-        ...             sigma=0.1, chunk=32, capacity=128)
-        >>> s.extend(32); s.num_samples
-        32
-        >>> s.extend(64); s.num_samples  # 32 fresh samples join the first 32
-        64
-        >>> m = s.measurements()
-        >>> m.num_samples, [round(float(g), 3) for g in m.zeroth_mean]  # exact on a bowl
-        (64, [2.0, -4.0])
-        >>> s.extend(1000); s.num_samples  # at most the capacity
-        128
-    """
-
-    def __init__(
-        self, loss: Callable[[Any], Any], theta: Any, key: jax.Array, *, sigma: Any,
-        chunk: int, capacity: int, rel_steps: Any = DEFAULT_REL_STEPS,
-        num_directions: int = 8, devices: Any = None,
-    ) -> None:  # fmt: skip
-        _, x, _ = flatten_loss(loss, theta)  # checks loss and θ (named) first
-        self._sig, self._form = resolve_sigma(sigma, theta)
-        self.sigma_spec = check_sigma("sigma", sigma) if sigma is not None else DEFAULT_SIGMA
-        self.default_sigma = sigma is None or may_widen(sigma)
-        d = x.shape[0]
-        self.sigma = float(self._sig.max()) if d else 1.0
-        self._scale = (self._sig / np.asarray(self.sigma, self._sig.dtype)).astype(x.dtype)
-        self.chunk, self.capacity = int(chunk), int(capacity)
-        if self.chunk < 2 or self.chunk % 2 or self.capacity % self.chunk:
-            raise ValueError(
-                f"capacity {capacity} must be a multiple of chunk {chunk}, an even number >= 2"
-            )
-        self._args = (loss, theta, key)
-        self._steps = jnp.asarray(np.asarray(rel_steps, dtype=float), x.dtype)
-        self._k = int(num_directions)
-        self.mesh = device_mesh(devices)
-        self._empty = ev.empty_state(d, self.capacity, self._steps.shape[0], self._k, x.dtype)
-        self._state = self._empty
-        self.num_chunks = 0
-        self.widenings = 0
-        self._spent = {"loss": 0, "grad": 0}
-
-    @property
-    def num_samples(self) -> int:
-        return self.num_chunks * self.chunk
-
-    @property
-    def sigma_components(self) -> np.ndarray:
-        """σ per component of raveled θ, as sampled now (widened ones included)."""
-        return self._sig
-
-    def extend(self, n: int) -> None:
-        """Draw fresh samples until N = ``n`` (rounded up to whole chunks, at most the
-        capacity); the samples drawn already are kept."""
-        stop = min(-(-int(n) // self.chunk), self.capacity // self.chunk)
-        if stop <= self.num_chunks:
-            return
-        loss, theta, key = self._args
-        key = ev.round_key(key, self.widenings)
-        self._state = _draw(
-            loss, theta, key, jnp.asarray(self._scale), jnp.asarray(self.sigma, self._scale.dtype),
-            self._steps, self._state, jnp.asarray(self.num_chunks), jnp.asarray(stop),
-            self.chunk, self._k, self.mesh,
-        )  # fmt: skip
-        self.num_chunks = stop
-
-    def widen(self) -> None:
-        """Start again at σ × :data:`~diffsim.estimators._evidence.WIDEN` with fresh samples
-        (round key ``fold_in(key, r)``), keeping the cost of the rounds already drawn —
-        what ``auto`` does in its graph when nothing moves within σ."""
-        if self.num_chunks:
-            spent = self.measurements().evaluations
-            self._spent = {k: spent[k] for k in ("loss", "grad")}
-        self.widenings += 1
-        self.sigma_spec = widened(self.sigma_spec, ev.WIDEN)
-        self.sigma *= ev.WIDEN
-        self._sig = (self._sig * np.asarray(ev.WIDEN, self._sig.dtype)).astype(self._sig.dtype)
-        self._state = self._empty
-        self.num_chunks = 0
-
-    def measurements(self) -> Measurements:
-        """The statistics of the samples drawn so far (at least one round); ``evaluations``
-        counts every round, widened ones included."""
-        if self.num_chunks == 0:
-            raise ValueError("no samples drawn yet: call extend(n) first")
-        pairs = self.num_chunks * (self.chunk // 2)
-        n = self.num_samples
-        st = self._state
-        e = _evidence(
-            st["fixed"], st["zeroth"][:pairs], st["first"][:n], st["loss_changes"][: 2 * pairs],
-            jnp.asarray(self.sigma, self._scale.dtype), jnp.asarray(self._scale),
-            st["plain"][:pairs],
-        )  # fmt: skip
-        form = self._form if not self.widenings else (
-            f"{self._form} × {ev.WIDEN ** self.widenings:g} (widened {self.widenings}×: nothing "
-            "moved within the σ asked for)"
-        )  # fmt: skip
-        m = measurements_of(e, self._sig, form)
-        cost = {k: m.evaluations[k] + self._spent[k] for k in ("loss", "grad")}
-        return dataclasses.replace(m, evaluations=cost)
-
-
-@jax.jit
-def _evidence(fx, g0, g1, dL, sigma, scale, plain):
-    return ev.statistics(fx, g0, g1, dL, sigma, scale, plain)
-
-
-def measurements_of(e: ev.Evidence, sig_vec: np.ndarray, form: str) -> Measurements:
-    """The doctor's :class:`Measurements` (numbers) of one batch's evidence (arrays), with
-    the cost of the batch: ``1 + 2·k·m + N`` losses and ``1 + N`` gradients."""
+def _numbers(e: ev.Evidence) -> ev.Evidence:
+    """The evidence as numbers: Python scalars (bool, int, float) and numpy arrays."""
 
     def num(v: Any) -> Any:
         a = np.asarray(v)
+        if a.ndim:
+            return a
         if a.dtype == np.bool_:
-            return bool(a) if a.ndim == 0 else a
-        if np.issubdtype(a.dtype, np.integer):
-            return int(a) if a.ndim == 0 else a
-        return float(a) if a.ndim == 0 else a
+            return bool(a)
+        return int(a) if np.issubdtype(a.dtype, np.integer) else float(a)
 
-    names = {f.name for f in dataclasses.fields(Measurements)}
-    values = {k: num(getattr(e, k)) for k in names if hasattr(e, k)}
-    fd_points = int(np.asarray(e.fd_excess).size)
-    n = int(e.num_samples)
-    values["evaluations"] = {"loss": 1 + 2 * fd_points + n, "grad": 1 + n}
-    values["sigma_components"] = sig_vec
-    values["sigma_form"] = form
-    values["num_samples"] = n
-    return Measurements(**values)
+    return jax.tree_util.tree_map(num, e)
+
+
+def sample(
+    loss: Callable[[Any], Any], theta: Any, key: jax.Array, *, sigma: Any, num_samples: int,
+    max_samples: int, thresholds: Thresholds, rel_steps: Any = DEFAULT_REL_STEPS,
+    num_directions: int = 8, devices: Any = None, stiffness_decided: bool = False,
+    widen: bool = True,
+) -> tuple[Measurements, Any, int]:  # fmt: skip
+    """The doctor's samples around θ, in the rounds ``auto`` draws
+    (:func:`~diffsim.estimators._rounds.gather`, one compiled program: σ widened ×4 when
+    nothing moves within the default σ, N = ``num_samples`` doubled up to ``max_samples``
+    while a statistic is undecided), reduced to :class:`Measurements`.
+
+    Returns ``(measurements, σ as used, widenings)``: σ in the form given (``None``: the
+    default, :func:`default_sigma`), times 4 per widening; ``measurements.evaluations``
+    counts every round. ``widen=False``: σ is never widened.
+    """
+    _, x, _ = flatten_loss(loss, theta)  # checks loss and θ (named) first
+    sig, form = resolve_sigma(sigma, theta)
+    spec = DEFAULT_SIGMA if sigma is None else check_sigma("sigma", sigma)
+    max_widen = ev.MAX_WIDEN if widen and may_widen(spec) else 0  # a σ the user gives is kept
+    chunk = max(2, int(num_samples) // 2 * 2)
+    sbar = float(sig.max()) if x.shape[0] else 1.0
+    found = gather(
+        loss, theta, key, jnp.asarray(sig / np.asarray(sbar, sig.dtype), x.dtype),
+        jnp.asarray(sbar, x.dtype), jnp.asarray(np.asarray(rel_steps, float), x.dtype),
+        num_samples=chunk, max_samples=max(chunk, int(max_samples)), max_widen=max_widen,
+        thresholds=thresholds, num_directions=int(num_directions), mesh=device_mesh(devices),
+        stiffness_decided=stiffness_decided,
+    )  # fmt: skip
+    e, r = _numbers(found.evidence), int(found.widenings)
+    factor = ev.WIDEN**r
+    losses, grads = round_cost(r, chunk, e.num_samples, int(np.asarray(e.fd_excess).size))
+    if r:
+        form = f"{form} × {factor:g} (widened {r}×: nothing moved within the σ asked for)"
+    m = Measurements(
+        evidence=e, evaluations={"loss": losses, "grad": grads},
+        sigma_components=(sig * np.asarray(factor, sig.dtype)).astype(sig.dtype),
+        sigma_form=form,
+    )  # fmt: skip
+    return m, (widened(spec, factor) if r else spec), r
 
 
 def measure(
@@ -481,13 +373,14 @@ def measure(
     num_directions: int = 8,
     devices: Any = None,
 ) -> Measurements:
-    """Sample the loss around θ (one jitted batch) and reduce the samples to statistics.
+    """Sample the loss around θ (one batch, one compiled program) and reduce the samples to
+    statistics.
 
     The arguments are those of :func:`~diffsim.diagnose` (counts and steps already checked);
     ``sigma`` is a number, a pytree like θ, :class:`~diffsim.Relative`, or ``None``
     (:func:`default_sigma`). N = ``num_samples`` FoBG samples and N/2 antithetic ZoBG pairs.
     Cost: ``1 + 2·k·m + N`` loss and ``1 + N`` gradient evaluations (N rounded down to
-    even). :func:`~diffsim.diagnose` draws its samples in rounds through :class:`Sampler`.
+    even). :func:`~diffsim.diagnose` draws its samples in rounds (:func:`sample`).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -505,10 +398,12 @@ def measure(
         TypeError: ``loss`` is not callable or not scalar.
     """
     chunk = max(2, int(num_samples) // 2 * 2)
-    s = Sampler(loss, theta, key, sigma=sigma, chunk=chunk, capacity=chunk,
-                rel_steps=rel_steps, num_directions=num_directions, devices=devices)  # fmt: skip
-    s.extend(chunk)
-    return s.measurements()
+    m, _, _ = sample(
+        loss, theta, key, sigma=sigma, num_samples=chunk, max_samples=chunk,
+        thresholds=Thresholds(), rel_steps=rel_steps, num_directions=num_directions,
+        devices=devices, widen=False,
+    )  # fmt: skip
+    return m
 
 
 # ---------------------------------------------------------------------------------------

@@ -108,9 +108,14 @@ def _heavy_tails(m: Measurements, t: Thresholds) -> bool:
 
 
 def _growth(m: Measurements, t: Thresholds) -> Literal["spread", "concentrated"] | None:
+    return growth_of(m.horizon, t)
+
+
+def growth_of(h: Horizon | None, t: Thresholds) -> Literal["spread", "concentrated"] | None:
     """How the rollout Jacobian grows: too much and spread over many steps (chaos), too
-    much and concentrated in a few steps (stiffness), or not too much (``None``)."""
-    h, limit, share = m.horizon, t.chaos_growth, t.concentration_limit
+    much and concentrated in a few steps (stiffness), or not too much (``None``, also
+    without a rollout). Either way the horizon decides stiffness, not the samples."""
+    limit, share = t.chaos_growth, t.concentration_limit
     if h is None or limit is None or share is None:
         return None
     if np.isfinite(h.growth) and not h.growth > limit:

@@ -7,17 +7,17 @@ r"""One batch of evidence and one decision: what the doctor and ``auto`` both re
   pairs with the exact gradient as control variate, and N independent first-order samples
   ∇L(θ + σ ⊙ z) of the Gaussian-smoothed gradient at scale σ;
 * :func:`statistics` reduces the batch to :class:`Evidence` (means and standard errors per
-  family, the first-/zeroth-order gap, tails, flatness, finiteness), in ``jnp`` so that it
-  runs on the host (the doctor's sequential loop) and inside a compiled graph (``Auto``);
+  family, the first-/zeroth-order gap, tails, flatness, finiteness), traceable: it runs
+  inside the rounds' compiled loop, and on a rollout's samples in ``Auto``'s policy graph;
 * the predicates (:func:`plateau`, :func:`jump`, :func:`heavy_tails`, their *undecided*
   bands, :func:`flat_within_sigma`) compare the evidence with **one** set of
   :class:`Thresholds`;
 * :func:`choose` turns the flags raised and undecided into a :data:`CHOICES` code — what
   the doctor recommends and what ``Auto`` returns for the same samples.
 
-:func:`diffsim.diagnose` draws in rounds (N doubled while a statistic is undecided) and
-writes the report; :class:`~diffsim.estimators.Auto` draws one round of N (widening σ on a
-dead-flat plateau exactly as the doctor does) and returns the estimate the choice names.
+Both tools draw it through one scheduler, :mod:`~diffsim.estimators._rounds` (σ widened on
+a dead-flat plateau, N doubled while a statistic is undecided); :func:`diffsim.diagnose`
+writes the report, :class:`~diffsim.estimators.Auto` returns the estimate the choice names.
 """
 
 from __future__ import annotations
@@ -539,12 +539,14 @@ def _raised(e: Any, t: Thresholds) -> tuple[Array, Array, Array, Array]:
     return nf, plateau(e, t) & ~nf, jump(e, t) & ~nf, stiffness(e, t)
 
 
-def pending(e: Any, t: Thresholds) -> Array:
-    """A flag not raised whose statistic is undecided (the doctor's sequential test then
-    draws more samples; ``auto`` does the same in its graph)."""
+def pending(e: Any, t: Thresholds, stiffness_band: bool = True) -> Array:
+    """A flag not raised whose statistic is undecided: the rounds
+    (:mod:`~diffsim.estimators._rounds`) then draw more samples. ``stiffness_band=False``:
+    stiffness is decided elsewhere (a rollout's horizon), its band asks for nothing."""
     nf, _, _, stiff = _raised(e, t)
     out = (plateau_undecided(e, t) & ~plateau(e, t)) | (jump_undecided(e, t) & ~jump(e, t))
-    out = out | (stiffness_undecided(e, t) & ~stiff)
+    if stiffness_band:
+        out = out | (stiffness_undecided(e, t) & ~stiff)
     return out & ~nf
 
 

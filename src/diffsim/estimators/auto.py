@@ -43,10 +43,10 @@ from .._checks import INT32_MAX, check_int
 from .._sharding import check_devices, device_mesh
 from .._sigma import DEFAULT_SIGMA, check_sigma, may_widen, scale_sigma
 from . import _evidence as ev
-from ._auto_parameter import sample_sizes
 from ._common import as_count, call_args, samples_field
 from ._evidence import CHOICES, REASONS, WIDEN
 from ._noise import noise_for
+from ._rounds import sample_sizes
 from .alpha_order import AlphaOrder
 from .base import (
     SIGMA,

@@ -7,10 +7,10 @@ doctor with ``num_samples = max_samples = N``, so it draws exactly ``auto``'s ba
 * otherwise ``auto`` returns what the doctor recommends (having drawn the same rounds) (``Diagnosis.choice``), and
   ``Diagnosis.estimator`` is the configured estimator of that choice (σ as used, N).
 
-Both draw through one scheduler (:mod:`diffsim.estimators._rounds`); ``auto`` runs vmapped
-over the points (every lane to the last lane's end, its own rounds masked), the doctor once
-per point, and each reads its own decision (``auto``'s compiled :func:`assess`, the
-doctor's rules and report): routes that must agree exactly.
+Both follow one scheduler (:mod:`diffsim.estimators._rounds`): ``auto`` in its graph,
+vmapped over the points (every lane to the last lane's end, its own rounds masked), the
+doctor from the host, once per point; each reads its own decision (``auto``'s compiled
+:func:`assess`, the doctor's rules and report): routes that must agree exactly.
 """
 
 from __future__ import annotations

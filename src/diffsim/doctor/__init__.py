@@ -1,7 +1,7 @@
 """The gradient doctor: can the gradient at θ be trusted, why not, and what to use instead.
 
-* ``_measure.py`` — what it measures: the evidence ``auto`` decides on, drawn in the same
-  compiled rounds (:mod:`diffsim.estimators._rounds`), as numbers (:class:`Measurements`:
+* ``_measure.py`` — what it measures: the evidence ``auto`` decides on, drawn in rounds by
+  the same rule (:mod:`diffsim.estimators._rounds`), as numbers (:class:`Measurements`:
   the evidence plus σ as sampled, the cost and a rollout's checks), and the rollout
   Jacobian along the horizon;
 * ``_rules.py`` — what it decides: one :class:`Rule` per flag (test, thresholds, evidence,

@@ -38,7 +38,7 @@ from .._sigma import (
 )
 from ..estimators import _evidence as ev
 from ..estimators._evidence import DEFAULT_REL_STEPS
-from ..estimators._rounds import gather, round_cost
+from ..estimators._rounds import host_rounds, round_cost
 from ..estimators._thresholds import Thresholds
 from ..estimators.base import flatten_loss
 
@@ -327,10 +327,11 @@ def sample(
     num_directions: int = 8, devices: Any = None, stiffness_decided: bool = False,
     widen: bool = True,
 ) -> tuple[Measurements, Any, int]:  # fmt: skip
-    """The doctor's samples around θ, in the rounds ``auto`` draws
-    (:func:`~diffsim.estimators._rounds.gather`, one compiled program: σ widened ×4 when
-    nothing moves within the default σ, N = ``num_samples`` doubled up to ``max_samples``
-    while a statistic is undecided), reduced to :class:`Measurements`.
+    """The doctor's samples around θ, in the rounds ``auto`` draws, by the same rule
+    (:func:`~diffsim.estimators._rounds.host_rounds`: σ widened ×4 when nothing moves
+    within the default σ, N = ``num_samples`` doubled up to ``max_samples`` while a
+    statistic is undecided; the loss's batch compiled once and reused by every round),
+    reduced to :class:`Measurements`.
 
     Returns ``(measurements, σ as used, widenings)``: σ in the form given (``None``: the
     default, :func:`default_sigma`), times 4 per widening; ``measurements.evaluations``
@@ -342,7 +343,7 @@ def sample(
     max_widen = ev.MAX_WIDEN if widen and may_widen(spec) else 0  # a σ the user gives is kept
     chunk = max(2, int(num_samples) // 2 * 2)
     sbar = float(sig.max()) if x.shape[0] else 1.0
-    found = gather(
+    found = host_rounds(
         loss, theta, key, jnp.asarray(sig / np.asarray(sbar, sig.dtype), x.dtype),
         jnp.asarray(sbar, x.dtype), jnp.asarray(np.asarray(rel_steps, float), x.dtype),
         num_samples=chunk, max_samples=max(chunk, int(max_samples)), max_widen=max_widen,
@@ -373,8 +374,7 @@ def measure(
     num_directions: int = 8,
     devices: Any = None,
 ) -> Measurements:
-    """Sample the loss around θ (one batch, one compiled program) and reduce the samples to
-    statistics.
+    """Sample the loss around θ (one batch) and reduce the samples to statistics.
 
     The arguments are those of :func:`~diffsim.diagnose` (counts and steps already checked);
     ``sigma`` is a number, a pytree like θ, :class:`~diffsim.Relative`, or ``None``

@@ -1,8 +1,8 @@
 r"""The sampling rounds: the one scheduler that :func:`diffsim.diagnose` and
-:class:`~diffsim.estimators.Auto` (noise on θ) both run, compiled.
+:class:`~diffsim.estimators.Auto` (noise on θ) both follow.
 
-One program (:func:`gather`) draws the evidence of :mod:`~diffsim.estimators._evidence` in
-rounds and stops when nothing is left to decide:
+The evidence of :mod:`~diffsim.estimators._evidence` is drawn in rounds, and one rule
+(:func:`next_round`) says after each what comes next:
 
 * the first batch: N first-order samples, N/2 antithetic zeroth-order pairs, L(θ), ∇L(θ)
   and the finite-difference ladder at σ;
@@ -12,12 +12,15 @@ rounds and stops when nothing is left to decide:
   times;
 * **double**: while a statistic is undecided (:func:`~diffsim.estimators._evidence.pending`)
   N doubles, fresh samples joining the old (:func:`sample_sizes`: N, 2N, 4N, ... up to the
-  budget).
+  budget);
+* else stop.
 
-Only the rounds needed run (``lax.while_loop``; under ``vmap`` every lane runs to the last
-lane's end, its own rounds masked). The sample buffers have the budget's fixed shape and
-``draw`` is traced once, so every round, and every later θ of the same structure, reuses
-the compiled program.
+Two drivers follow the rule over the same buffers and keys, so they draw the same numbers:
+:func:`run_rounds`, traceable (``lax.while_loop``: ``Auto``'s graph, where only the rounds
+needed run; under ``vmap`` every lane runs to the last lane's end, its own rounds masked),
+and :func:`host_rounds`, the doctor's (one compiled ``draw`` per loss, reused by every
+round and every later θ of the same structure; the statistics and the rule compiled once
+per shape and shared by every loss, so diagnosing a new loss compiles only its draw).
 
 Cost (:func:`round_cost`): each widened round paid ``1 + 2·k·m + N`` losses and ``1 + N``
 gradients (k ladder directions, m steps), and the last round ``1 + 2·k·m + N_used`` and
@@ -55,7 +58,7 @@ def sample_sizes(num_samples: int, max_samples: int) -> tuple[int, ...]:
 
 
 class Rounds(eqx.Module):
-    """What :func:`gather` found: the evidence of the last round, and how many times σ was
+    """What the rounds found: the evidence of the last round, and how many times σ was
     widened before it (its σ is ``sigma`` × :data:`WIDEN` ** ``widenings``)."""
 
     evidence: ev.Evidence
@@ -70,6 +73,36 @@ def round_cost(widenings: Any, num_samples: int, used: Any, fd_points: int) -> t
             (1 + num_samples) * widenings + 1 + used)  # fmt: skip
 
 
+def next_round(
+    e: Any, r: Any, i: Any, num_sizes: int, max_widen: int, thresholds: Thresholds,
+    stiffness_decided: bool = False,
+) -> tuple[Array, Array]:  # fmt: skip
+    """The scheduler's rule after round r's batch i (of ``num_sizes``) with evidence
+    ``e``: ``(widen, more)`` — widen σ (first batch only, r < ``max_widen``, nothing moved
+    within σ), else draw more (a statistic undecided and room left in the budget), else
+    stop. ``stiffness_decided``: a rollout's horizon decides the stiffness flag, so its
+    undecided band asks for no more samples."""
+    i, r = jnp.asarray(i), jnp.asarray(r)
+    widen = (i == 0) & (r < max_widen) & ev.flat_within_sigma(e)
+    more = ~widen & ev.pending(e, thresholds, not stiffness_decided) & (i + 1 < num_sizes)
+    return widen, more
+
+
+def _sizes_and_buffers(scale, rel_steps, num_samples, max_samples, num_directions):
+    n = int(num_samples)
+    sizes = sample_sizes(n, max(n, int(max_samples)))
+    empty = ev.empty_state(scale.shape[0], sizes[-1], rel_steps.shape[0], num_directions,
+                           scale.dtype)  # fmt: skip
+    return n, sizes, empty
+
+
+def _reduce(state: dict, size: int, sigma: Array, scale: Array) -> ev.Evidence:
+    """The statistics of the first ``size`` samples in the buffers."""
+    return ev.statistics(state["fixed"], state["zeroth"][: size // 2], state["first"][:size],
+                         state["loss_changes"][:size], sigma, scale,
+                         state["plain"][: size // 2])  # fmt: skip
+
+
 def run_rounds(
     loss: Any, theta: Any, key: Array, scale: Array, sigma: Array, rel_steps: Array, *,
     num_samples: int, max_samples: int, max_widen: int, thresholds: Thresholds,
@@ -80,11 +113,9 @@ def run_rounds(
     while a statistic is undecided, σ widened up to ``max_widen`` times on a dead-flat
     first batch. ``stiffness_decided``: the stiffness flag is decided elsewhere (a
     rollout's horizon), so its undecided band asks for no more samples."""
-    n = int(num_samples)
-    sizes = sample_sizes(n, max(n, int(max_samples)))
-    d = scale.shape[0]
+    n, sizes, empty = _sizes_and_buffers(scale, rel_steps, num_samples, max_samples,
+                                         num_directions)  # fmt: skip
     dt = scale.dtype
-    empty = ev.empty_state(d, sizes[-1], rel_steps.shape[0], num_directions, dt)
 
     def sigma_of(r):
         return sigma * jnp.asarray(WIDEN, dt) ** r
@@ -93,10 +124,8 @@ def run_rounds(
         return ev.draw(loss, theta, ev.round_key(key, r), scale, sigma_of(r), rel_steps, state,
                        jnp.asarray(start), jnp.asarray(stop), n, num_directions, mesh)  # fmt: skip
 
-    def evidence(state, r, size):  # the statistics of the first ``size`` samples
-        return ev.statistics(state["fixed"], state["zeroth"][: size // 2], state["first"][:size],
-                             state["loss_changes"][:size], sigma_of(r), scale,
-                             state["plain"][: size // 2])  # fmt: skip
+    def evidence(state, r, size):
+        return _reduce(state, size, sigma_of(r), scale)
 
     def step(c):
         # fill round r's chunks [start, 2^i), reduce the first N·2^i samples, then widen σ
@@ -107,8 +136,7 @@ def run_rounds(
         e = jax.lax.switch(
             i, [functools.partial(evidence, r=r, size=size) for size in sizes], state
         )
-        widen = (i == 0) & (r < max_widen) & ev.flat_within_sigma(e)
-        more = ~widen & ev.pending(e, thresholds, not stiffness_decided) & (i + 1 < len(sizes))
+        widen, more = next_round(e, r, i, len(sizes), max_widen, thresholds, stiffness_decided)
         nxt = jnp.where(more, i + 1, 0).astype(jnp.int32)
         return (r + widen.astype(jnp.int32), nxt, state, e, widen | more)
 
@@ -121,6 +149,46 @@ def run_rounds(
     return Rounds(e, widenings)
 
 
-gather = eqx.filter_jit(run_rounds)
-""":func:`run_rounds` compiled once per loss, θ structure and static settings: what the
-doctor runs (``Auto`` runs :func:`run_rounds` inside its own compiled estimate)."""
+_draw = eqx.filter_jit(ev.draw)
+"""The doctor's batch, compiled once per loss and θ structure: every round, every σ and
+every later θ reuse it."""
+
+
+_statistics = jax.jit(ev.statistics)
+"""The statistics of a batch cut to its samples (the cut made outside: one program per
+batch size, whatever the loss)."""
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5, 6))
+def _next(e, r, i, num_sizes, max_widen, thresholds, stiffness_decided):
+    return next_round(e, r, i, num_sizes, max_widen, thresholds, stiffness_decided)
+
+
+def host_rounds(
+    loss: Any, theta: Any, key: Array, scale: Array, sigma: Array, rel_steps: Array, *,
+    num_samples: int, max_samples: int, max_widen: int, thresholds: Thresholds,
+    num_directions: int = ev.NUM_DIRECTIONS, mesh: Any = None, stiffness_decided: bool = False,
+) -> Rounds:  # fmt: skip
+    """:func:`run_rounds`, driven from the host (the doctor's): the same rule, buffers and
+    keys, with only the loss's batch compiled per loss (the statistics and the rule, which
+    do not depend on the loss, compiled once per shape for every loss)."""
+    n, sizes, empty = _sizes_and_buffers(scale, rel_steps, num_samples, max_samples,
+                                         num_directions)  # fmt: skip
+    r, i, state = 0, 0, empty
+    while True:
+        s = sigma * jnp.asarray(WIDEN, scale.dtype) ** r
+        stop = 2**i  # chunks: [0, 1), then [1, 2), [2, 4), ...
+        start = jnp.asarray(stop // 2)
+        state = _draw(loss, theta, ev.round_key(key, r), scale, s, rel_steps, state, start,
+                      jnp.asarray(stop), n, num_directions, mesh)  # fmt: skip
+        size = sizes[i]
+        e = _statistics(state["fixed"], state["zeroth"][: size // 2], state["first"][:size],
+                        state["loss_changes"][:size], s, scale,
+                        state["plain"][: size // 2])  # fmt: skip
+        widen, more = _next(e, r, i, len(sizes), max_widen, thresholds, stiffness_decided)
+        if bool(widen):
+            r, i, state = r + 1, 0, empty
+        elif bool(more):
+            i += 1
+        else:
+            return Rounds(e, jnp.asarray(r, jnp.int32))

@@ -46,7 +46,7 @@ from . import _evidence as ev
 from ._common import as_count, call_args, samples_field
 from ._evidence import CHOICES, REASONS, WIDEN
 from ._noise import noise_for
-from ._rounds import sample_sizes
+from ._rounds import round_cost, sample_sizes
 from .alpha_order import AlphaOrder
 from .base import (
     SIGMA,
@@ -222,10 +222,9 @@ class Auto(SmoothingEstimator):
         the budget; the buffers hold the budget's samples while a chunk of N is drawn."""
         n = self.num_samples
         cap = sample_sizes(n, max(n, self.max_samples))[-1]
-        fixed = 1 + 2 * len(ev.DEFAULT_REL_STEPS) * min(dim, ev.NUM_DIRECTIONS)
-        rounds = self.widen_rounds
-        return Cost((fixed + n) * rounds + fixed + cap, (1 + n) * rounds + 1 + cap,
-                    cap + n + fixed)  # fmt: skip
+        fd_points = len(ev.DEFAULT_REL_STEPS) * min(dim, ev.NUM_DIRECTIONS)
+        losses, gradients = round_cost(self.widen_rounds, n, cap, fd_points)
+        return Cost(losses, gradients, cap + n + 1 + 2 * fd_points)
 
 
 def chosen_estimator(

@@ -32,10 +32,10 @@ from diffsim.systems import bouncing_ball, mass_spring, mass_spring_drive, nonli
 
 def _task_spring(seed: int):
     sys = nonlinear_spring(h=0.01, m=1.0, k=4.0, k3=0.0, c=0.3, x0=1.0)
-    rec = diffsim.simulate_recording(
+    rec = diffsim.identification.simulate_recording(
         sys.step, sys.s0, sys.theta, 400, noise=0.01, key=jax.random.key(seed)
     )
-    params = diffsim.parse_parameters(
+    params = diffsim.identification.parse_parameters(
         "k, c", sys.theta, bounds={"k": (0, 20), "c": (0, 5)}, start={"k": 3.0, "c": 0.5}
     )
     return "mass-spring-damper k, c (σ = 0.01)", sys, rec, params, {"k": 4.0, "c": 0.3}, None
@@ -44,10 +44,10 @@ def _task_spring(seed: int):
 def _task_ball(seed: int):
     sys = bouncing_ball(h=1e-3, y0=1.0, vy0=0.0, g=9.81, e=0.8)
     obs = lambda s: {"qpos": s[0]}  # noqa: E731
-    rec = diffsim.simulate_recording(
+    rec = diffsim.identification.simulate_recording(
         sys.step, sys.s0, sys.theta, 2000, observe=obs, noise=0.005, key=jax.random.key(seed)
     )
-    params = diffsim.parse_parameters(
+    params = diffsim.identification.parse_parameters(
         "e, g", sys.theta, bounds={"e": (0, 1), "g": (0, math.inf)}, start={"e": 0.7, "g": 9.0}
     )
     return (
@@ -63,12 +63,12 @@ def _task_ball(seed: int):
 def _task_chain(seed: int):
     sys = mass_spring(3)
     u = mass_spring_drive(300, 0.01)
-    rec = diffsim.simulate_recording(
+    rec = diffsim.identification.simulate_recording(
         sys.step, sys.s0, sys.theta, 300, inputs=u, noise=1e-3, key=jax.random.key(seed)
     )
     start = {f"m[{i}]": 1.2 * float(sys.theta["m"][i]) for i in range(3)}
     start |= {f"k[{i}]": float(sys.theta["k"][i]) / 1.2 for i in range(3)}
-    params = diffsim.parse_parameters(
+    params = diffsim.identification.parse_parameters(
         list(start), sys.theta, bounds=dict.fromkeys(start, (0.0, math.inf)), start=start
     )
     truth = {f"m[{i}]": float(sys.theta["m"][i]) for i in range(3)}
@@ -143,7 +143,7 @@ def _mujoco_c_task(xml: str, ctrl: np.ndarray, spec: dict, noise: float, seed: i
     s0 = step.initial_state()
     rec = diffsim.Recording(s0, {"qpos": qpos}, jnp.asarray(ctrl))
     theta = step.theta(*sorted({n.split(":")[0] for n in spec}))
-    params = diffsim.parse_parameters(
+    params = diffsim.identification.parse_parameters(
         list(spec),
         theta,
         model=step.mj_model,
@@ -281,7 +281,7 @@ def _task_cheetah(seed: int, noise: float = CHEETAH_NOISE):
 
 def _residual_fn(sys, rec, params, observe):
     """The same weighted residuals as identify's, from the public API: one jitted rollout."""
-    observe = observe or diffsim.default_observe
+    observe = observe or diffsim.identification.default_observe
     keys = list(rec.signals)
     y = {k: jnp.asarray(np.nan_to_num(np.asarray(rec.signals[k])[1:])) for k in keys}
     T = rec.num_steps

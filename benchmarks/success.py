@@ -70,8 +70,8 @@ def _descent(loss: Callable[[Any], Any], sigma_end: float) -> Callable[..., Any]
         sigma = estimator.smoothing_scale()
         kw = {}
         if sigma is not None:
-            start = jnp.max(diffsim.sigma_vector(sigma, theta0))
-            kw["sigma_schedule"] = diffsim.cosine_anneal(
+            start = jnp.max(diffsim.estimators.sigma_vector(sigma, theta0))
+            kw["sigma_schedule"] = diffsim.optimization.cosine_anneal(
                 start, sigma_end, steps, wall_study.RECIPE.anneal_fraction
             )
         return diffsim.optimize(loss, theta0, estimator, steps=steps, key=key,

@@ -16,8 +16,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import optax
 
-from diffsim import cosine_anneal, optimize
+from diffsim import optimize
 from diffsim.estimators import ESTIMATORS, make_estimator
+from diffsim.optimization import cosine_anneal
 from diffsim.systems import SYSTEMS, pushing, wall_study
 
 NAMES = tuple(name for name, cls in ESTIMATORS.items() if not cls.diagnostic)

@@ -17,9 +17,8 @@ import optax
 import pytest
 
 import diffsim
-from diffsim import Relative
 from diffsim.doctor import Thresholds
-from diffsim.estimators import Auto, ZerothOrder, describe_choice, make_estimator
+from diffsim.estimators import Auto, Relative, ZerothOrder, describe_choice, make_estimator
 from diffsim.estimators.auto import CHOICES
 from diffsim.systems import projectile_wall as pw
 from diffsim.systems import wall_study
@@ -168,8 +167,8 @@ def test_sigma_forms_and_relative_default():
     5 % of each, not by one absolute σ (which reached negative damping)."""
     theta = {"g_over_l": jnp.asarray(4.0), "damping": jnp.asarray(0.2)}
     loss = lambda t: (t["g_over_l"] - 3.0) ** 2 + 10 * (t["damping"] - 0.1) ** 2  # noqa: E731
-    np.testing.assert_allclose(diffsim.sigma_vector(Auto().sigma, theta), [0.01, 0.2])
-    for sigma in (None, 0.05, {"g_over_l": 0.2, "damping": 0.01}, diffsim.Relative(0.1)):
+    np.testing.assert_allclose(diffsim.estimators.sigma_vector(Auto().sigma, theta), [0.01, 0.2])
+    for sigma in (None, 0.05, {"g_over_l": 0.2, "damping": 0.01}, diffsim.estimators.Relative(0.1)):
         est = Auto() if sigma is None else Auto(sigma=sigma)
         r = est(loss, theta, KEYS[1])
         assert float(r.estimate["g_over_l"]) == pytest.approx(2.0, abs=0.3)

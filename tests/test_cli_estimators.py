@@ -86,7 +86,7 @@ def test_optimize_methods_run_the_library_call(method):
     out = _json(["optimize", "--v0", "12", "--method", method, "--json"])
     r = diffsim.optimize(
         pw.loss, jnp.asarray(12.0), key=jax.random.PRNGKey(0), steps=300,
-        **diffsim.METHODS[method].options(None),
+        **diffsim.optimization.METHODS[method].options(None),
     )  # fmt: skip
     assert out["v0_final"] == pytest.approx(float(r.theta), abs=1e-6)
     assert out["evaluations"] == int(r.evaluations)

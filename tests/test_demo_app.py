@@ -18,7 +18,6 @@ pytest.importorskip("dash")
 from dash import no_update
 from werkzeug.serving import make_server
 
-from diffsim import cosine_anneal
 from diffsim.app import Callbacks, DemoModel, InputError, create_app, readouts
 from diffsim.app._model import (
     ESTIMATOR_LABELS,
@@ -31,6 +30,7 @@ from diffsim.app._model import (
     parse_v0,
 )
 from diffsim.estimators import ZerothOrder
+from diffsim.optimization import cosine_anneal
 from diffsim.systems import projectile_wall as pw
 from diffsim.systems import wall_study
 

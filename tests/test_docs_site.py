@@ -31,6 +31,7 @@ NAMESPACES = {
     "diffsim.systems.mass_spring_robot": "systems.md",
     "diffsim.estimators": "estimators.md",
     "diffsim.doctor": "doctor.md",
+    "diffsim.optimization": "optimization.md",
     "diffsim.policies": "policies.md",
     "diffsim.sharding": "sharding.md",
     "diffsim.engines": "engines.md",

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from conftest import cli_runner
-from diffsim import Relative, diagnose
+from diffsim import diagnose
 from diffsim.cli import app
 from diffsim.doctor import VERDICTS, Thresholds, default_sigma, diagnose_rollout, measure
+from diffsim.estimators import Relative
 from diffsim.systems import pendulum
 from diffsim.systems import projectile_wall as pw
 from diffsim.systems.battery import _buried, _damped_pendulum, _nan_beyond

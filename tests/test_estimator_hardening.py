@@ -83,7 +83,7 @@ def test_d9_empty_theta_is_one_error(call):
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0, 0.0])
 def test_d10_sigma_vector_refuses_what_the_estimators_refuse(bad):
     with pytest.raises(ValueError, match=r"^sigma must be finite and > 0"):
-        diffsim.sigma_vector(bad, 1.0)
+        diffsim.estimators.sigma_vector(bad, 1.0)
     with pytest.raises(ValueError, match=r"^sigma must be finite and > 0"):
         E.ZerothOrder(sigma=bad)
 

@@ -55,7 +55,7 @@ def test_record_then_identify_bouncing_ball(tmp_path):
     rec = load_recording(
         path, initial_state=lambda q, v: (jnp.asarray(q[0]), jnp.asarray(v[0])), signals=["qpos"]
     )
-    from diffsim import parse_parameters
+    from diffsim.identification import parse_parameters
 
     params = parse_parameters(
         "e,g", sys.theta, bounds={"e": (0, 1), "g": (0, float("inf"))}, start={"e": 0.6, "g": 9.5}

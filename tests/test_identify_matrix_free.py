@@ -18,12 +18,14 @@ import pytest
 pytest.importorskip("optimistix")
 pytest.importorskip("lineax")
 
-from diffsim import Parameter, Recording, identify, simulate_recording
+from diffsim import Recording, identify
 from diffsim.identification import (
     DENSE_JACOBIAN_BYTES,
     FULL_COVARIANCE_MAX,
     MATRIX_FREE_ABOVE,
     SOLVERS,
+    Parameter,
+    simulate_recording,
 )
 from diffsim.systems import nonlinear_spring
 
@@ -180,7 +182,7 @@ def test_the_smoothed_jacobian_along_directions_is_its_closed_form_on_a_linear_r
     rec = simulate_recording(step, (jnp.array(0.5), jnp.array(1.0)), theta, 50)
     data, T = _stack([rec], jnp.float64)
     params = (Parameter("a", (), -2.0), Parameter("b", (), 0.5))
-    problem = _Problem(step, _Subset(diffsim.default_observe, ("qpos", "qvel")), params, T,
+    problem = _Problem(step, _Subset(diffsim.identification.default_observe, ("qpos", "qvel")), params, T,
                        theta, data)  # fmt: skip
     x = jnp.array([-1.5, 0.7])
     _, J = _jacobian(problem, x)

@@ -13,8 +13,9 @@ import pytest
 pytest.importorskip("mujoco")
 
 import diffsim
-from diffsim import identify, parse_parameters, simulate_recording
+from diffsim import identify
 from diffsim.engines import mjx, scenes
+from diffsim.identification import parse_parameters, simulate_recording
 
 diffsim.enable_compilation_cache()  # MJX compiles for 10-30 s: keep it between runs
 

@@ -279,7 +279,7 @@ def test_sigma_of_the_wrong_shape_is_refused_clearly():
     d = diffsim.diagnose(quad, jnp.zeros(2), KEY, sigma=jnp.array([0.1, 0.2]))
     assert d.verdict == "trusted"
     np.testing.assert_allclose(d.measurements["sigma_components"], [0.1, 0.2], rtol=1e-6)
-    rel = diffsim.diagnose(quad, jnp.array([1.0, 4.0]), KEY, sigma=diffsim.Relative(0.1))
+    rel = diffsim.diagnose(quad, jnp.array([1.0, 4.0]), KEY, sigma=diffsim.estimators.Relative(0.1))
     np.testing.assert_allclose(rel.measurements["sigma_components"], [0.1, 0.4], rtol=1e-6)
     # ... and refuses, naming σ, one that does not fit θ
     with pytest.raises(ValueError, match=r"^sigma must be .* with theta's structure"):
@@ -579,7 +579,7 @@ def test_recording_signals_are_checked_when_built(signals, word):
 
 def _free_particle_recording():
     fp = diffsim.systems.SYSTEMS["free-particle"].factory()
-    return fp, diffsim.simulate_recording(fp.step, fp.s0, fp.theta, 10)
+    return fp, diffsim.identification.simulate_recording(fp.step, fp.s0, fp.theta, 10)
 
 
 @pytest.mark.parametrize(
@@ -607,7 +607,7 @@ def test_a_fit_stopped_short_is_not_blamed_on_contact():
     predicts the drop), not that the residual steps (a contact event)."""
     pytest.importorskip("optimistix")  # identify's solver: Python >= 3.11 (test-minimum: 3.10)
     osc = diffsim.systems.SYSTEMS["harmonic-oscillator"].factory()
-    rec = diffsim.simulate_recording(
+    rec = diffsim.identification.simulate_recording(
         osc.step, osc.s0, osc.theta, 40, noise=0.01, key=jax.random.PRNGKey(0)
     )
     r = diffsim.identify(osc.step, rec, {"omega": jnp.asarray(3.0)}, "omega", max_steps=1)

@@ -74,7 +74,7 @@ def _check(loss, thetas, keys, sigma=None):
         assert (d.estimator is None) if cls is None else isinstance(d.estimator, cls)
         if cls in (AlphaOrder, ZerothOrder):
             np.testing.assert_allclose(
-                float(jnp.max(diffsim.sigma_vector(d.estimator.sigma, t))),
+                float(jnp.max(diffsim.estimators.sigma_vector(d.estimator.sigma, t))),
                 float(batch.sigma_used[i]),
                 rtol=1e-6,
             )

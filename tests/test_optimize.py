@@ -10,8 +10,9 @@ import numpy as np
 import optax
 import pytest
 
-from diffsim import cosine_anneal, optimize
+from diffsim import optimize
 from diffsim.estimators import ESTIMATORS, Exact, ZerothOrder, make_estimator
+from diffsim.optimization import cosine_anneal
 from diffsim.systems import projectile_wall as pw
 from diffsim.systems import wall_study
 

@@ -168,9 +168,9 @@ def test_sigma_forms_in_the_actions_units():
     obj = lq(action_scale=2.0)
     from diffsim.estimators._rows import action_sigma
 
-    assert float(action_sigma(diffsim.Relative(0.1), obj, (1,))[0]) == pytest.approx(0.2)
+    assert float(action_sigma(diffsim.estimators.Relative(0.1), obj, (1,))[0]) == pytest.approx(0.2)
     assert float(action_sigma(0.3, obj, (1,))[0]) == pytest.approx(0.3)
-    r = FirstOrder(sigma=diffsim.Relative(0.15), num_samples=8)(obj, THETA, KEY)
+    r = FirstOrder(sigma=diffsim.estimators.Relative(0.15), num_samples=8)(obj, THETA, KEY)
     assert float(r.sigma_used) == pytest.approx(0.3)
 
 

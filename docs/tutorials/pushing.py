@@ -99,7 +99,7 @@ assert growth["first"] > growth["zeroth"]
 # %%
 K, STEPS = 100.0, 150
 loss = lambda u: push.push_loss(u, K, target=GOAL)  # noqa: E731
-schedule = diffsim.cosine_anneal(0.1, 0.01, STEPS, fraction=0.6)
+schedule = diffsim.optimization.cosine_anneal(0.1, 0.01, STEPS, fraction=0.6)
 runs = {}
 for name in ("exact", "zeroth", "first", "alpha", "auto"):
     opts = {} if name in ("exact", "auto") else {"sigma": 0.1, "num_samples": 16}

@@ -28,7 +28,8 @@ class Method(NamedTuple):
 
     Example:
         >>> import jax, jax.numpy as jnp
-        >>> from diffsim import METHODS, optimize
+        >>> from diffsim import optimize
+        >>> from diffsim.optimization import METHODS
         >>> kwargs = METHODS["lbfgs"].options(None)
         >>> r = optimize(lambda t: (t - 2.0) ** 2, jnp.asarray(0.0), key=jax.random.PRNGKey(0),
         ...              **kwargs)

@@ -311,7 +311,7 @@ def optimize(
         sigma_schedule: optional ``k -> σ_k`` (e.g. ``optax.exponential_decay``); it
             replaces ``sigma_anneal``.
         sigma_anneal: by default the estimator's σ (in its own form: a number, a pytree or
-            :class:`~diffsim.Relative`) is multiplied by a cosine factor from 1 to
+            :class:`~diffsim.estimators.Relative`) is multiplied by a cosine factor from 1 to
             ``sigma_anneal`` (0.05) over the first 60 % of the steps and held there: wide
             smoothing first feels a cliff from anywhere on a plateau, sharp smoothing at the
             end puts the minimum back where the unsmoothed loss has it. ``None`` (or 1)
@@ -514,7 +514,7 @@ def default_optimizer(theta0: Any, steps: int) -> optax.GradientTransformation:
 
     Example:
         >>> import jax.numpy as jnp, optax
-        >>> from diffsim import default_optimizer
+        >>> from diffsim.optimization import default_optimizer
         >>> opt = default_optimizer(jnp.asarray(8.0), 300)  # the wall's recipe: lr 0.2
         >>> state = opt.init(jnp.asarray(8.0))
         >>> update, _ = opt.update(jnp.asarray(-3.0), state)
@@ -675,7 +675,7 @@ def cosine_anneal(
             ``fraction`` outside (0, 1].
 
     Examples:
-        >>> from diffsim import Schedule, cosine_anneal
+        >>> from diffsim.optimization import Schedule, cosine_anneal
         >>> sigma: Schedule = cosine_anneal(0.7, 0.02, 100, fraction=0.5)
         >>> [round(float(sigma(k)), 3) for k in (0, 25, 50, 99)]
         [0.7, 0.36, 0.02, 0.02]

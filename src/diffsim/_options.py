@@ -27,7 +27,7 @@ class Option:
     (:meth:`~diffsim.estimators.Estimator.defaults`), and its options leave it ``None``.
 
     Examples:
-        >>> from diffsim import Option
+        >>> from diffsim.estimators import Option
         >>> v0 = Option("v0", "launch speed", float, "m/s", 4.0, 14.0, default=8.0)
         >>> v0.accepts(), v0.check(9.5), v0.parse(" 12 ")
         ('a number in [4, 14] m/s', 9.5, 12.0)
@@ -49,7 +49,7 @@ class Option:
         """What :meth:`check` accepts, in words (for error messages and help).
 
         Example:
-            >>> from diffsim import Option
+            >>> from diffsim.estimators import Option
             >>> Option("steps", "horizon", int, "", 0).accepts()
             'an integer >= 0'
             >>> Option("num_samples", "N", int, "", 4, multiple_of=2).accepts()
@@ -103,7 +103,7 @@ class Option:
             ValueError: naming the option, what it accepts and what was given.
 
         Example:
-            >>> from diffsim import Option
+            >>> from diffsim.estimators import Option
             >>> Option("num_samples", "N", int, "", 2).check(1)
             Traceback (most recent call last):
             ...
@@ -124,7 +124,7 @@ class Option:
             ValueError: naming the option, what it accepts and what was given.
 
         Example:
-            >>> from diffsim import Option
+            >>> from diffsim.estimators import Option
             >>> toi = Option("toi", "time-of-impact correction", bool, default=True)
             >>> toi.parse("false"), Option("k", "stiffness", float, "N/m", 0.0).parse("1e5")
             (False, 100000.0)

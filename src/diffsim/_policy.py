@@ -62,7 +62,7 @@ class PolicyObjective(eqx.Module):
         params: the step's fixed parameters (default ``None``).
         observe: ``observe(state) -> obs`` (default: every leaf of the state, raveled).
         action_scale: the size of a typical action (a number or an array like ``u``,
-            > 0; default 1): a :class:`~diffsim.Relative` σ is that fraction of it.
+            > 0; default 1): a :class:`~diffsim.estimators.Relative` σ is that fraction of it.
         num_states: how many initial states ``objective(θ)`` averages over (>= 1).
         key: the PRNG key of those initial states.
         truncate: gradients flow through at most this many steps of the dynamics (the

@@ -83,11 +83,11 @@ class Relative(eqx.Module):
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from diffsim import Relative, sigma_vector
+        >>> from diffsim.estimators import Relative, sigma_vector
         >>> s = sigma_vector(Relative(0.05, floor=0.1), {"k": jnp.array(4.0), "c": jnp.array(0.2)})
         >>> [round(float(v), 6) for v in s]  # raveled in θ's key order: c, k
         [0.01, 0.2]
-        >>> from diffsim import DEFAULT_SIGMA  # Relative(0.05): the floor is the smallest |θ_i| > 0
+        >>> from diffsim.estimators import DEFAULT_SIGMA  # Relative(0.05)
         >>> [round(float(v), 6) for v in sigma_vector(DEFAULT_SIGMA, jnp.array([4.0, 0.0, 0.2]))]
         [0.2, 0.01, 0.01]
     """
@@ -124,7 +124,7 @@ def may_widen(sigma: Any) -> bool:
     default σ); a number or a pytree, like any σ the user gives, may not.
 
     Example:
-        >>> from diffsim import DEFAULT_SIGMA, Relative
+        >>> from diffsim.estimators import DEFAULT_SIGMA, Relative
         >>> from diffsim._sigma import may_widen
         >>> may_widen(DEFAULT_SIGMA), may_widen(Relative(0.05)), may_widen(0.1)
         (True, False, False)
@@ -184,7 +184,7 @@ def sigma_vector(sigma: Any, theta: Any) -> Array:
 
     Examples:
         >>> import jax.numpy as jnp
-        >>> from diffsim import Relative, sigma_vector
+        >>> from diffsim.estimators import Relative, sigma_vector
         >>> theta = {"k": jnp.array(4.0), "c": jnp.array(0.2)}
         >>> [round(float(s), 6) for s in sigma_vector(0.1, theta)]  # one number: every component
         [0.1, 0.1]

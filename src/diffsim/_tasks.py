@@ -39,7 +39,7 @@ RECIPE_ESTIMATORS = (*SMOOTHING, "exact")
 
 METHOD_NAMES = ("decide", "lbfgs")
 """The methods a task trains with that choose their gradient themselves
-(:data:`diffsim.METHODS`)."""
+(:data:`diffsim.optimization.METHODS`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Task:
         num_samples: N, samples per gradient.
         steps: iterations of the experiment.
         learning_rate: a constant step of plain gradient descent (the paper's trajectory
-            optimisations), or ``None`` for :func:`~diffsim.default_optimizer`.
+            optimisations), or ``None`` for :func:`~diffsim.optimization.default_optimizer`.
         adam_rate: instead, Adam at this constant learning rate (``None``: not Adam).
         score: optional ``(loss, θ) -> number``, the task's own measure of success.
         score_name: what ``score`` measures.

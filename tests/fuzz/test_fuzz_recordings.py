@@ -65,7 +65,7 @@ def _outcome(call, names_file: str | None = None, words: tuple[str, ...] = ()) -
 
 _MS = mass_spring(3, h=0.01)
 _DRIVE = 0.3 * jnp.sin(jnp.arange(30) * 0.2)
-_REC = diffsim.simulate_recording(_MS.step, _MS.s0, _MS.theta, 30, inputs=_DRIVE)
+_REC = diffsim.identification.simulate_recording(_MS.step, _MS.s0, _MS.theta, 30, inputs=_DRIVE)
 
 
 def _csv_text(tmp_path) -> tuple[list[str], np.ndarray]:
@@ -234,10 +234,12 @@ _FP = free_particle(h=0.05)
 def particle_fit():
     """A noisy free-particle recording (σ = 1 cm) and the fit from a = 0."""
     pytest.importorskip("optimistix")  # identify's solver (absent on the minimum versions)
-    rec = diffsim.simulate_recording(
+    rec = diffsim.identification.simulate_recording(
         _FP.step, _FP.s0, {"a": jnp.asarray(-9.81)}, 40, noise=0.01, key=jax.random.PRNGKey(3)
     )
-    ref = diffsim.identify(_FP.step, rec, {"a": jnp.asarray(0.0)}, [diffsim.Parameter("a")])
+    ref = diffsim.identify(
+        _FP.step, rec, {"a": jnp.asarray(0.0)}, [diffsim.identification.Parameter("a")]
+    )
     assert ref.converged and abs(ref.theta["a"] + 9.81) < 0.05
     return rec, ref
 
@@ -249,7 +251,10 @@ def test_fuzz_identify_start_scale(particle_fit, exponent, sign):
     start = sign * 10.0**exponent
     res = _outcome(
         lambda: diffsim.identify(
-            _FP.step, rec, {"a": jnp.asarray(0.0)}, [diffsim.Parameter("a", start=start)]
+            _FP.step,
+            rec,
+            {"a": jnp.asarray(0.0)},
+            [diffsim.identification.Parameter("a", start=start)],
         ),
         words=("too far from the data",),
     )

@@ -151,7 +151,7 @@ def _run_mjcf(
 
 def _settings(system: str, flags: dict, sets: list[str]) -> dict:
     """The preset's settings: each from ``--set NAME=VALUE`` (parsed and range-checked by
-    the registry's :class:`~diffsim.Option`), else its own flag, else the
+    the registry's :class:`~diffsim.estimators.Option`), else its own flag, else the
     registry's default. A name the system does not take is an error naming its settings."""
     settings = {s.name: s for s in SYSTEMS[system].settings}
     values = {name: flags.get(name, s.default) for name, s in settings.items()}

@@ -1,7 +1,8 @@
 """``diffsim identify`` and ``diffsim record``: fit a model to a recording, and make one.
 
-A thin shell over :func:`diffsim.identify`, :func:`diffsim.simulate_recording` and the
-recording files (:func:`diffsim.load_recording`, :func:`diffsim.save_recording`).
+A thin shell over :func:`diffsim.identify`,
+:func:`diffsim.identification.simulate_recording` and the recording files
+(:func:`diffsim.load_recording`, :func:`diffsim.save_recording`).
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def _bounds(text: str | None) -> dict[str, tuple[float, float]]:
 
 def _with_values(model: _Model, values: dict[str, str]) -> dict[str, Any]:
     """The model's θ with ``--set``'s values put in."""
-    from .. import parse_parameters
+    from ..identification import parse_parameters
 
     theta = dict(model.theta)
     if values:
@@ -237,7 +238,8 @@ def identify(
     """Fit parameters of a model so that it reproduces a recording: Levenberg–Marquardt with
     the exact Jacobian through the rollout; estimates with 95 % intervals."""
     from .. import identify as fit_model
-    from .. import load_recording, parse_parameters
+    from .. import load_recording
+    from ..identification import parse_parameters
 
     check_count("max-steps", max_steps, 1, MAX_STEPS, "a fit's iterations")
     check_count("shooting", shooting, 0, 10**6, "a window's steps")
@@ -306,7 +308,8 @@ def record(
     """Record synthetic data: simulate a model at chosen parameter values (with noise) and
     write a recording that `diffsim identify` reads — to try identification without a
     robot."""
-    from .. import save_recording, simulate_recording
+    from .. import save_recording
+    from ..identification import simulate_recording
 
     check_count("steps", steps, 1, MAX_STEPS, "a recording for the CLI")
     check_seed(seed)

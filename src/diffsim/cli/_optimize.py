@@ -1,5 +1,5 @@
 """``diffsim optimize``: descent on the wall demo, by default the method the doctor's
-evidence picks (:data:`diffsim.METHODS`)."""
+evidence picks (:data:`diffsim.optimization.METHODS`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import jax
 import numpy as np
 import typer
 
-from .. import METHODS, Decide, optimize
+from .. import Decide, optimize
 from ..estimators import ESTIMATORS
+from ..optimization import METHODS
 from ..systems import wall_study
 from ._common import (
     DEVICES_HELP,

@@ -540,7 +540,7 @@ def diagnose(
         theta: parameters (pytree), finite.
         key: PRNG key (the report is deterministic given it).
         sigma: smoothing scale σ of the perturbations, in θ's units: one number (> 0), a
-            pytree like θ (one scale per component) or :class:`~diffsim.Relative`
+            pytree like θ (one scale per component) or :class:`~diffsim.estimators.Relative`
             (a fraction of each |θ_i|). Default ``Relative(0.05, floor)``: 5 % of each
             component, a component at 0 taking the smallest non-zero |θ_i| as its size
             (:func:`~diffsim.doctor.default_sigma`). Flags describe the loss at this

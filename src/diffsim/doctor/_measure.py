@@ -377,7 +377,7 @@ def measure(
     """Sample the loss around θ (one batch) and reduce the samples to statistics.
 
     The arguments are those of :func:`~diffsim.diagnose` (counts and steps already checked);
-    ``sigma`` is a number, a pytree like θ, :class:`~diffsim.Relative`, or ``None``
+    ``sigma`` is a number, a pytree like θ, :class:`~diffsim.estimators.Relative`, or ``None``
     (:func:`default_sigma`). N = ``num_samples`` FoBG samples and N/2 antithetic ZoBG pairs.
     Cost: ``1 + 2·k·m + N`` loss and ``1 + N`` gradient evaluations (N rounded down to
     even). :func:`~diffsim.diagnose` draws its samples in rounds (:func:`sample`).

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._sigma import DEFAULT_SIGMA as DEFAULT_SIGMA
+from .._sigma import Relative as Relative
+from .._sigma import sigma_vector as sigma_vector
 from ._evidence import CHOICES as CHOICES
 from .alpha_order import AlphaOrder as AlphaOrder
 from .alpha_order import bernstein_radius as bernstein_radius
@@ -66,6 +69,7 @@ def make_estimator(name: str, **options: Any) -> Estimator:
 __all__ = [
     "BASE_QUANTITIES",
     "CHOICES",
+    "DEFAULT_SIGMA",
     "ESTIMATORS",
     "QUANTITIES",
     "AlphaOrder",
@@ -78,6 +82,7 @@ __all__ = [
     "GradientEstimate",
     "Option",
     "Quantity",
+    "Relative",
     "Reported",
     "SmoothingEstimator",
     "ZerothOrder",
@@ -87,4 +92,5 @@ __all__ = [
     "describe_choice",
     "make_estimator",
     "rollout_input_loss",
+    "sigma_vector",
 ]

@@ -80,7 +80,7 @@ class Noise(eqx.Module):
 
 class ParameterNoise(Noise):
     """Gaussian noise on θ: ``θ + σ ⊙ z`` with σ in any σ form (a number, a pytree like θ,
-    :class:`~diffsim.Relative`), resolved against θ inside the compiled program.
+    :class:`~diffsim.estimators.Relative`), resolved against θ inside the compiled program.
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -127,7 +127,7 @@ class ActionNoise(Noise):
     The estimators then estimate the gradient of
     :math:`F(θ) = \mathbb E_{x_1} \mathbb E_w V(x_1, w, θ)` with :math:`u_h = π(o_h, θ) + w_h`,
     :math:`w_h \sim N(0, σ^2 I)` (σ in the action's units: a number, an array like one action,
-    or :class:`~diffsim.Relative`, a fraction of the objective's ``action_scale``). Every
+    or :class:`~diffsim.estimators.Relative`, a fraction of the objective's ``action_scale``). Every
     sample draws its own initial state x₁ from the objective's sampler and the key:
 
     * **FoBG**: :math:`∇_θ V(x_1^i, w^i, θ)`, autodiff through the closed loop, noise fixed

@@ -70,7 +70,7 @@ def zeroth_order_samples(
 
 def action_sigma(sigma: Any, obj: PolicyObjective, action_shape: tuple[int, ...]) -> Array:
     """σ as one array of the action's shape: a number, an array like the action, or
-    :class:`~diffsim.Relative` (that fraction of ``obj.action_scale``)."""
+    :class:`~diffsim.estimators.Relative` (that fraction of ``obj.action_scale``)."""
     dtype = jnp.result_type(float)
     template = jnp.broadcast_to(jnp.asarray(obj.action_scale, dtype), action_shape)
     return sigma_vector(sigma, template).reshape(action_shape)

@@ -80,9 +80,9 @@ class AlphaOrder(SmoothingEstimator):
 
     Args:
         sigma: σ, the smoothing standard deviation in θ's units (finite, > 0; default
-            :data:`diffsim.DEFAULT_SIGMA`, ``Relative(0.05)``: 5 % of each |θ_i|): a
+            :data:`diffsim.estimators.DEFAULT_SIGMA`, ``Relative(0.05)``: 5 % of each |θ_i|): a
             number, a pytree like θ (one scale per component) or
-            :class:`~diffsim.Relative` (a fraction of each |θ_i|).
+            :class:`~diffsim.estimators.Relative` (a fraction of each |θ_i|).
         num_samples: N per family (>= 2): N gradient and N + 1 loss evaluations.
         gamma: γ, the tolerated error of the estimate in gradient units (> 0; default
             1.0). Scale it with the loss: it is compared with ‖ḡ¹ − ḡ⁰‖.

@@ -81,8 +81,8 @@ class Auto(SmoothingEstimator):
 
     Args:
         sigma: the smoothing scale to test at and to smooth with, in any σ form (a number, a
-            pytree like θ, :class:`~diffsim.Relative`); default ``Relative(0.05)``
-            (:data:`diffsim.DEFAULT_SIGMA`, the rule every tool shares): 5 % of each
+            pytree like θ, :class:`~diffsim.estimators.Relative`); default ``Relative(0.05)``
+            (:data:`diffsim.estimators.DEFAULT_SIGMA`, the rule every tool shares): 5 % of each
             component's magnitude, a component at 0 taking the smallest non-zero |θ_i|.
         num_samples: N per family (even, >= 4): N first-order samples and N/2 antithetic
             zeroth-order pairs in the first batch.

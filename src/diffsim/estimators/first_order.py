@@ -54,9 +54,9 @@ class FirstOrder(SmoothingEstimator):
 
     Args:
         sigma: σ, the smoothing standard deviation in θ's units (finite, > 0; default
-            :data:`diffsim.DEFAULT_SIGMA`, ``Relative(0.05)``: 5 % of each |θ_i|): a
+            :data:`diffsim.estimators.DEFAULT_SIGMA`, ``Relative(0.05)``: 5 % of each |θ_i|): a
             number, a pytree like θ (one scale per component) or
-            :class:`~diffsim.Relative` (a fraction of each |θ_i|).
+            :class:`~diffsim.estimators.Relative` (a fraction of each |θ_i|).
         num_samples: N, gradient evaluations (>= 2).
         devices: where the samples run (static): ``None`` (every device when there are
             several), a count, devices or a ``Mesh`` (:func:`diffsim.sharding.device_mesh`); the

@@ -59,9 +59,9 @@ class ZerothOrder(SmoothingEstimator):
 
     Args:
         sigma: σ, the smoothing standard deviation in θ's units (finite, > 0; default
-            :data:`diffsim.DEFAULT_SIGMA`, ``Relative(0.05)``: 5 % of each |θ_i|): a
+            :data:`diffsim.estimators.DEFAULT_SIGMA`, ``Relative(0.05)``: 5 % of each |θ_i|): a
             number, a pytree like θ (one scale per component) or
-            :class:`~diffsim.Relative` (a fraction of each |θ_i|).
+            :class:`~diffsim.estimators.Relative` (a fraction of each |θ_i|).
         num_samples: N, the number of perturbed loss evaluations (>= 2; even and >= 4
             with ``antithetic``).
         antithetic: use antithetic pairs (static).

@@ -207,7 +207,8 @@ def identify(
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from diffsim import identify, simulate_recording
+        >>> from diffsim import identify
+        >>> from diffsim.identification import simulate_recording
         >>> from diffsim.systems import nonlinear_spring
         >>> sys = nonlinear_spring(h=0.01, m=1.0, k=4.0, k3=2.0, c=0.3)
         >>> rec = simulate_recording(sys.step, sys.s0, sys.theta, 300)

@@ -30,7 +30,7 @@ class Parameter:
         name: the name results and errors use (default ``field`` or ``field[index]``).
 
     Example:
-        >>> from diffsim import Parameter
+        >>> from diffsim.identification import Parameter
         >>> Parameter("k", start=20.0, lower=0.0).label, Parameter("m", 1).label
         ('k', 'm[1]')
     """
@@ -84,7 +84,7 @@ def parse_parameters(
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from diffsim import parse_parameters
+        >>> from diffsim.identification import parse_parameters
         >>> theta = {"m": jnp.array([1.0, 1.5]), "k": jnp.array(20.0)}
         >>> [p.label for p in parse_parameters("m[1], k", theta, bounds={"k": (0, 100)})]
         ['m[1]', 'k']
@@ -203,7 +203,7 @@ def resolve_parameters(
     ):
         raise TypeError(
             "parameters must be a string of names ('k, c'), or a sequence of names and "
-            f"diffsim.Parameter objects, got {parameters!r}"
+            f"diffsim.identification.Parameter objects, got {parameters!r}"
         )
     if isinstance(parameters, str) or (parameters and all(isinstance(p, str) for p in parameters)):
         params = parse_parameters(parameters, theta, model=model, bounds=bounds)  # type: ignore[arg-type]

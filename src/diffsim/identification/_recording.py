@@ -24,7 +24,7 @@ def default_observe(state: Any) -> Signals:
     positions and velocities of an ``(x, v)`` state (each raveled to a vector).
 
     Example:
-        >>> from diffsim import default_observe
+        >>> from diffsim.identification import default_observe
         >>> {k: v.tolist() for k, v in default_observe((1.0, -2.0)).items()}
         {'qpos': [1.0], 'qvel': [-2.0]}
     """
@@ -154,7 +154,7 @@ def simulate_recording(
     Gaussian noise of standard deviation ``noise`` (per signal if a dict) on rows 1..T.
 
     Example:
-        >>> from diffsim import simulate_recording
+        >>> from diffsim.identification import simulate_recording
         >>> from diffsim.systems import free_particle
         >>> sys = free_particle(h=0.5, a=0.0, v0=2.0)
         >>> rec = simulate_recording(sys.step, sys.s0, sys.theta, 2)

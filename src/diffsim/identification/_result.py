@@ -63,7 +63,8 @@ class IdentifyResult:
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from diffsim import identify, simulate_recording, Parameter
+        >>> from diffsim import identify
+        >>> from diffsim.identification import simulate_recording, Parameter
         >>> step = lambda s, th: (s[0] + 0.1 * s[1], s[1] - 0.1 * th["c"] * s[1])
         >>> rec = simulate_recording(step, (0.0, 1.0), {"c": jnp.array(0.5)}, 20)
         >>> res = identify(step, rec, {"c": jnp.array(1.0)}, [Parameter("c", lower=0.0)])

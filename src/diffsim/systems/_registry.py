@@ -105,7 +105,7 @@ class SystemSpec:
         title: a short description.
         factory: builds the :class:`System` (its keyword arguments are the physical
             parameters, with units in its docstring).
-        settings: the :class:`~diffsim.Option` s :attr:`problem` takes (each with its
+        settings: the :class:`~diffsim.estimators.Option` s :attr:`problem` takes (each with its
             ``default``; the same type as an estimator's options).
         problem: ``problem(**settings) -> LossProblem | RolloutProblem``, what the doctor
             (and ``diffsim diagnose --system``) examines; settings left out take their default.

@@ -247,7 +247,7 @@ def optimize_wall(
     r"""Gradient descent on the launch speed from ``v0`` with ``estimator``.
 
     Adam with a cosine-decayed learning rate (``lr`` → 5 %), and — for estimators with σ —
-    σ annealed by :func:`diffsim.cosine_anneal` from ``sigma`` (default: the
+    σ annealed by :func:`diffsim.optimization.cosine_anneal` from ``sigma`` (default: the
     estimator's own σ) to ``sigma_end`` over the first 60 % of the steps. Wide smoothing
     first lets the estimate feel the cliff from anywhere on the plateau; sharp smoothing
     at the end puts the minimum of :math:`F_σ` back on v₀* = √(10 g) ≈ 9.905 m/s (the
@@ -258,7 +258,7 @@ def optimize_wall(
     from τ₀ to ``sigma_end`` by the same schedule (``model="stepped"`` only).
 
     The schedule and the optimizer are built so that a second run with another ``v0``,
-    ``lr``, σ₀ or τ₀ reuses the compiled code (:func:`diffsim.cosine_anneal`,
+    ``lr``, σ₀ or τ₀ reuses the compiled code (:func:`diffsim.optimization.cosine_anneal`,
     :func:`wall_optimizer`).
     ``vmap`` it over ``v0`` (and ``key``) to run many starts at once.
 

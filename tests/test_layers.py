@@ -34,7 +34,8 @@ LAYERS: list[set[str]] = [
     {"_rollout", "_grad", "_jacobians", "_policy", "policies", "integrators"},
     {"contact", "engines"},  # models: contact, engine adapters
     {"estimators"},  # gradient estimators
-    {"_optimize", "_descent", "_decide", "_methods", "optimization", "doctor"},  # tools over any loss
+    # tools over any loss
+    {"_optimize", "_descent", "_decide", "_methods", "optimization", "doctor"},
     {"systems"},  # the catalogue: systems, registry, studies, battery, presets
     {"identification", "_tasks"},  # workflows
     {"plots", "app", "cli", "__init__", "__main__"},  # shells and the flat namespace

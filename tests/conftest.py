@@ -151,6 +151,7 @@ def _is_slow(nodeid: str) -> bool:
     )
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         mark = _MARK_BY_FILE.get(item.path.name)
@@ -158,6 +159,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, mark))
         if _is_slow(item.nodeid):
             item.add_marker(pytest.mark.slow)
+    yield  # `-m` deselects by the marks above; xdist's worker keys each grouped test
+    if getattr(config.option, "loadgroup", False):
+        _key_by_group(items)
+
+
+def _key_by_group(items) -> None:
+    """Make xdist's `@group` suffix the test's id, as pytest < 9 did.
+
+    pytest-xdist (3.8) keys a test to its `xdist_group` by assigning `item._nodeid`
+    ("...::test@group"), which pytest 9 no longer reads: `Node.nodeid` is `str(item._id)`.
+    Without this the scheduler never sees a group, spreads its tests over both workers, and
+    each worker builds the group's fixture again (four devices, the page's server, Brax).
+    """
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # pytest < 9 reads `_nodeid` itself
+        return
+    for item in items:
+        grouped = getattr(item, "_nodeid", None)
+        if isinstance(grouped, str) and grouped != item.nodeid:
+            item._id = coerce_node_id(grouped)
 
 
 @pytest.fixture

@@ -205,7 +205,7 @@ def test_smooth_losses_all_estimators_agree(name, loss):
             np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-8)
         return
     # auto returns ∇L itself where it trusts it (choice 0), else an estimate of ∇F
-    target = smoothed if cls.smoothing and int(r.choice) != 0 else exact
+    target = smoothed if cls.smoothing and int(r.stats.get("choice", -1)) != 0 else exact
     for est, se, truth in zip(
         jax.tree_util.tree_leaves(r.estimate),
         jax.tree_util.tree_leaves(r.std_error),
@@ -358,8 +358,8 @@ def test_evaluation_counts():
     }
     for est, nl, ng in counts.values():
         r = est(loss, theta, key)
-        assert (int(r.num_loss_evals), int(r.num_grad_evals)) == (nl, ng)
-        assert int(r.num_evals) == nl + ng
+        assert (int(r.loss_evaluations), int(r.grad_evaluations)) == (nl, ng)
+        assert int(r.evaluations) == nl + ng
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ def test_all_estimators_converge_on_quadratic(name):
     assert r.history.loss.shape == (steps,)
     assert float(r.history.loss[0]) == pytest.approx(float(_quad(theta0)))
     # cumulative, step by step (auto's cost varies with what it decides at each step)
-    per_step = np.asarray(r.history.estimate.num_evals)
+    per_step = np.asarray(r.history.estimate.evaluations)
     np.testing.assert_array_equal(np.asarray(r.history.evaluations), np.cumsum(per_step))
     assert int(r.evaluations) == int(per_step.sum())
     if name != "auto":
@@ -203,7 +203,7 @@ def test_budget_stops_spending_at_the_simulator_budget():
         np.testing.assert_allclose(cut.history.theta[k][13:], np.broadcast_to(
             cut.theta[k], cut.history.theta[k][13:].shape), rtol=0, atol=0)  # fmt: skip
     skipped = cut.history.estimate
-    assert np.all(np.asarray(skipped.num_grad_evals[13:]) == 0)
+    assert np.all(np.asarray(skipped.grad_evaluations[13:]) == 0)
     assert np.all(np.isnan(np.asarray(skipped.estimate["a"][13:])))
     assert np.all(np.asarray(skipped.choice[13:]) == -1)
     same = optimize(_quad, theta0, est, budget=400, **kw)

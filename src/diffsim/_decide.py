@@ -42,6 +42,7 @@ from ._checks import check_int
 from ._policy import PolicyObjective, rollouts_per_call
 from .estimators import Auto, Exact, GradientEstimate
 from .estimators.auto import chosen_estimator, describe_choice
+from .estimators.base import STATS, with_stats
 
 CONVERGED = 1e-6
 """An L-BFGS phase that ends on an exactly zero gradient converged if its last non-zero
@@ -192,8 +193,9 @@ class _Offset:
 
 
 def _plain(estimate: GradientEstimate) -> GradientEstimate:
-    """An estimate without its static report list, so phases' histories concatenate."""
-    return dataclasses.replace(estimate, reports=())
+    """An estimate with every stat (NaN, or −1 / 0, where its phase's estimator computed
+    none), so phases' histories concatenate."""
+    return with_stats(estimate, STATS)
 
 
 def concat_histories(histories: list[Any], offsets: list[int], ran: list[int]) -> Any:
@@ -248,9 +250,9 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
             batch = jax.random.fold_in(k_check, 1)  # the other draws stay as they were
             loss = eqx.tree_at(lambda o: o.key, given, batch)  # arrays: no recompile
         r = check(loss, theta, k_check)
-        spent += int(r.num_loss_evals) + int(r.num_grad_evals)
-        check_evals = [check_evals[0] + int(r.num_loss_evals),
-                       check_evals[1] + int(r.num_grad_evals)]  # fmt: skip
+        spent += int(r.loss_evaluations) + int(r.grad_evaluations)
+        check_evals = [check_evals[0] + int(r.loss_evaluations),
+                       check_evals[1] + int(r.grad_evaluations)]  # fmt: skip
         if spent >= cap:  # the check spent what was left: no phase can run
             decisions.append(Decision(k, "stop", "the budget was spent by the check", spent))
             break

@@ -224,7 +224,9 @@ def _optimize(
             # no evaluations, and no choice (-1)
             shape = jax.eval_shape(run, theta, opt_state, counts, plan, stops)[-1]
             r = jax.tree_util.tree_map(_skipped, shape)
-            r = dataclasses.replace(r, choice=jnp.full_like(r.choice, -1))
+            if "choice" in r.stats:
+                stats = {**r.stats, "choice": jnp.full_like(r.stats["choice"], -1)}
+                r = dataclasses.replace(r, stats=stats)
             return theta, opt_state, counts, plan, stops, jnp.asarray(jnp.nan, dtype), r
 
         go = ~stops[0]

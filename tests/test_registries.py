@@ -362,7 +362,7 @@ MOVED = {
 
 
 def test_the_top_level_is_what_a_user_composes():
-    """31 names and 9 namespaces at the top level; each moved name is in its namespace's
+    """32 names and 9 namespaces at the top level; each moved name is in its namespace's
     ``__all__`` and no longer at the top."""
     import types
 
@@ -370,7 +370,7 @@ def test_the_top_level_is_what_a_user_composes():
 
     names = [n for n in diffsim.__all__ if n != "__version__"]
     spaces = [n for n in names if isinstance(getattr(diffsim, n), types.ModuleType)]
-    assert (len(names) - len(spaces), len(spaces)) == (31, 9), sorted(names)
+    assert (len(names) - len(spaces), len(spaces)) == (32, 9), sorted(names)
     for space, moved in MOVED.items():
         module = getattr(diffsim, space)
         for name in moved:

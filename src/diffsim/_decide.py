@@ -126,7 +126,8 @@ class Decide(eqx.Module):
 class Phases(NamedTuple):
     """What :func:`decide_and_descend` ran: each phase's result, the evaluations spent
     and the step reached before it, the decisions, the checks' own evaluations, and the
-    final θ (a sampling phase's lowest iterate) with the given loss there."""
+    final θ (a sampling phase's lowest iterate) with the given loss there, and how the run
+    ended (a :data:`~diffsim.RESULTS` name)."""
 
     results: list[Any]
     spent_before: list[int]
@@ -136,6 +137,7 @@ class Phases(NamedTuple):
     check_grad_evals: int
     theta: Any
     loss: Any
+    status: str = "completed"
 
 
 def smallest_budget(method: Decide, dim: int, per_call: int = 1) -> int:
@@ -234,6 +236,7 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
     starts: list[int] = []
     check_evals = [0, 0]
     last, idle = None, 0
+    stopped = None  # the RESULTS name of a stop decision
     given = loss
     dim = sum(int(np.size(v)) for v in jax.tree_util.tree_leaves(theta0))
     least = _check_cost(_cut(method.check, 0, method.check.num_samples), dim)
@@ -244,6 +247,7 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
         if check is None:  # a check could overrun the budget: none runs
             decisions.append(Decision(k, "stop", f"{NO_ROOM} ({cap - spent} evaluations) is "
                                       f"less than one check's ({least})", spent))  # fmt: skip
+            stopped = "budget"
             break
         key, k_check, k_run = jax.random.split(key, 3)
         if phases and method.resample and isinstance(given, PolicyObjective):
@@ -255,6 +259,7 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
                        check_evals[1] + int(r.grad_evaluations)]  # fmt: skip
         if spent >= cap:  # the check spent what was left: no phase can run
             decisions.append(Decision(k, "stop", "the budget was spent by the check", spent))
+            stopped = "budget"
             break
         code = int(r.choice)
         forced = code == 0 and last == "plateau"
@@ -264,9 +269,11 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
             why = "converged" if last == "lbfgs" else "stalled (no decrease along it)"
             decisions.append(Decision(k, "stop", f"the exact gradient is trusted where "
                                       f"L-BFGS {why}", spent))  # fmt: skip
+            stopped = "converged" if last == "lbfgs" else "stalled"
             break
         if code == 4:  # the evidence saw NaN or inf: no method can descend from here
             decisions.append(Decision(k, "stop", describe_choice(r), spent))
+            stopped = "non_finite"
             break
         if code == 0:
             estimator, optimizer, n, last = Exact(), _lbfgs(), method.lbfgs_steps, "lbfgs"
@@ -298,19 +305,23 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
             if idle == 2:
                 decisions.append(Decision(k, "stop", "no progress: two sampling phases in a "
                                           "row found no lower loss", spent))  # fmt: skip
+                stopped = "stalled"
                 break
             continue
         ended = _lbfgs_end(result)
         if ended == "converged":
             decisions.append(Decision(k, "stop", "L-BFGS converged", spent))
+            stopped = "converged"
             break
         last = {"steps": None, "flat": "plateau", "stalled": "stalled"}.get(ended, last)
     final = value
     if loss is not given and phases:  # the last phase's loss was on another batch
         final = given(theta)
         check_evals[0] += rollouts_per_call(given)
+    if stopped is None:  # no stop decision: the steps, the budget or the phases ran out
+        stopped = "completed" if k >= steps else "budget" if spent >= cap else "max_steps"
     return Phases(phases, offsets, starts, tuple(decisions), check_evals[0], check_evals[1],
-                  theta, final)  # fmt: skip
+                  theta, final, stopped)  # fmt: skip
 
 
 _PLATEAU = (

@@ -40,9 +40,7 @@ at (the first ones of its first-order family): 1 + 2·7·8 rollouts each."""
 
 
 @eqx.filter_jit
-def action_auto(
-    obj, theta, key, sigma, n, thresholds, mesh, decided=None
-) -> GradientEstimate:
+def action_auto(obj, theta, key, sigma, n, thresholds, mesh, decided=None) -> GradientEstimate:
     """Auto in the policy setting; ``decided`` (a choice code, traced or not): the decision
     is given, so no ladder and no noise-free gradients are paid for — the two families and
     auto's own mix for that choice (``choice`` then reports it, ``z_gap`` NaN)."""

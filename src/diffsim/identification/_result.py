@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from .._results import RESULTS, status_name, status_of
 from ._data import _Data
 from ._matrix_free import FULL_COVARIANCE_MAX, variances
 from ._parameters import Parameter
@@ -41,7 +42,9 @@ class IdentifyResult:
             (empty on the matrix-free path, which forms no Jacobian).
         unidentifiable: names of parameters the data do not determine at θ̂.
         converged: whether Levenberg–Marquardt met its tolerances within ``max_steps``.
-        message: why it stopped.
+        status: how it ended, a :data:`~diffsim.RESULTS` item: ``converged``, ``max_steps``
+            or ``non_finite`` (the simulation went non-finite).
+        message: why it stopped, with what the fit did on the way.
         iterations: solver steps; ``evaluations``: rollouts (of all recordings) with
             their Jacobians (one per step, one at the start and one at θ̂ of each solve);
             ``rollout_equivalents``: evaluations × (1 + p + #starts) (one per forward-mode
@@ -88,6 +91,7 @@ class IdentifyResult:
     singular_values: tuple[float, ...]
     unidentifiable: tuple[str, ...]
     converged: bool
+    status: RESULTS
     message: str
     iterations: int
     evaluations: int
@@ -158,6 +162,7 @@ class IdentifyResult:
             "singular_values": list(self.singular_values),
             "unidentifiable": list(self.unidentifiable),
             "converged": self.converged,
+            "status": status_name(self.status),
             "message": self.message,
             "iterations": self.iterations,
             "evaluations": self.evaluations,
@@ -300,6 +305,7 @@ def summarise(
         singular_values=tuple(float(s) for s in sv),
         unidentifiable=bad,
         converged=bool(ok),
+        status=status_of("converged" if ok else "max_steps" if finite else "non_finite"),
         message=message,
         iterations=k_total,
         evaluations=evaluations,

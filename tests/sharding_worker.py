@@ -40,7 +40,7 @@ def _estimate_row(est, loss, theta, key) -> dict:
         "estimate": float(r.estimate),
         "std_error": float(r.std_error),
         "spread": float(r.std_error) * est.num_samples**0.5,
-        "evaluations": int(r.num_evals),
+        "evaluations": int(r.evaluations),
     }
 
 

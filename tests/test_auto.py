@@ -45,9 +45,9 @@ def test_smooth_loss_gets_the_exact_gradient():
         np.testing.assert_allclose(r.estimate, truth, rtol=1e-6)
         # the doctor's batch: 1 + 2·k·m ladder + N losses (k = 3 axes, m = 7 steps) and
         # 1 + N gradients, N = 32 doubled while a statistic was undecided
-        used = int(r.num_grad_evals) - 1
+        used = int(r.grad_evaluations) - 1
         assert used in (32, 64, 128, 256, 512)
-        assert int(r.num_loss_evals) == 1 + 2 * 3 * 7 + used
+        assert int(r.loss_evaluations) == 1 + 2 * 3 * 7 + used
     for r in rs:
         err = np.abs(np.asarray(r.estimate) - np.asarray(truth))
         assert np.all(err <= 5 * np.asarray(r.std_error) + 1e-5)
@@ -72,9 +72,9 @@ def test_plateau_widens_sigma_and_is_unbiased_there():
         assert float(r.sigma_used) == pytest.approx(0.4, rel=1e-6)
         # two widened rounds of the batch (1 + 2·7 ladder + 64), then the last round's
         # batch with N doubled while a statistic was undecided
-        used = int(r.num_grad_evals) - 2 * 65 - 1
+        used = int(r.grad_evaluations) - 2 * 65 - 1
         assert used in (64, 128, 256, 512)
-        assert int(r.num_loss_evals) == 2 * (1 + 2 * 7 + 64) + 1 + 2 * 7 + used
+        assert int(r.loss_evaluations) == 2 * (1 + 2 * 7 + 64) + 1 + 2 * 7 + used
         errors.append(float(r.estimate) - _heaviside_smoothed_grad(0.5, 0.4))
         variances.append(float(r.std_error) ** 2)
     # unbiased: the mean error over the seeds within 4 standard errors of that mean
@@ -247,12 +247,12 @@ def test_deciding_every_step_is_auto_and_every_k_steps_reuses_the_decision():
     h = five.history.estimate
     assert np.all(np.asarray(h.choice) == 0)  # trusted every time: exact between decisions
     np.testing.assert_allclose(five.history.theta, every.history.theta, rtol=1e-12)
-    grads = np.asarray(h.num_grad_evals)
-    assert np.all(grads[reused] == 1) and np.all(np.asarray(h.num_loss_evals)[reused] == 0)
+    grads = np.asarray(h.grad_evaluations)
+    assert np.all(grads[reused] == 1) and np.all(np.asarray(h.loss_evaluations)[reused] == 0)
     used = grads[~reused] - 1
     assert np.all(np.isin(used, (32, 64, 128, 256, 512)))
-    np.testing.assert_array_equal(np.asarray(h.num_loss_evals)[~reused], 1 + 2 * 3 * 7 + used)
-    assert int(five.evaluations) == int(grads.sum() + np.asarray(h.num_loss_evals).sum())
+    np.testing.assert_array_equal(np.asarray(h.loss_evaluations)[~reused], 1 + 2 * 3 * 7 + used)
+    assert int(five.evaluations) == int(grads.sum() + np.asarray(h.loss_evaluations).sum())
     assert int(five.evaluations) < int(every.evaluations) / 3
 
 
@@ -275,7 +275,7 @@ def test_a_reused_plateau_decision_keeps_its_widened_sigma():
     for k in np.flatnonzero(reused):
         want = ZerothOrder(sigma=Relative(0.8), num_samples=16)(step, h.theta[k], keys[k])
         np.testing.assert_allclose(h.estimate.estimate[k], want.estimate, rtol=1e-12)
-        assert int(h.estimate.num_loss_evals[k]) == int(want.num_loss_evals)
+        assert int(h.estimate.loss_evaluations[k]) == int(want.loss_evaluations)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True])

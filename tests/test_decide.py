@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import diffsim
+from diffsim.optimization import status_name
 from diffsim.systems import projectile_wall as pw
 
 KEY = jax.random.PRNGKey(0)
@@ -84,6 +85,7 @@ def test_a_check_never_overruns_the_budget():
     assert [d.method for d in r.decisions] == ["lbfgs", "stop"]
     assert r.decisions[-1].reason.startswith("the budget left (")
     assert "is less than one check's (46)" in r.decisions[-1].reason
+    assert status_name(r.status) == "budget"
     assert int(r.evaluations) <= 55
     assert float(r.loss) == pytest.approx(float(loss(r.theta)), rel=1e-12)
     assert float(r.loss) < float(loss(jnp.zeros(2)))

@@ -20,6 +20,7 @@ except ImportError:  # Python 3.10 (scripts/test-minimum): Optimistix needs >= 3
 
 import diffsim
 from diffsim.estimators import Exact, FirstOrder, ZerothOrder
+from diffsim.optimization import status_name
 
 KEY = jax.random.PRNGKey(0)
 W = jnp.array([1.0, 10.0, 100.0])
@@ -152,7 +153,7 @@ def test_non_finite_loss_in_a_line_search_rejects_the_step():
     assert np.isfinite(float(r.loss)) and np.all(np.isfinite(np.asarray(r.theta)))
     if int(r.rejected_at) >= 0:  # a rejected step holds θ and stops the run
         k = int(r.rejected_at)
-        assert int(r.steps_run) == k + 1
+        assert int(r.steps_run) == k + 1 and status_name(r.status) == "non_finite"
         np.testing.assert_array_equal(np.asarray(r.theta), np.asarray(r.history.theta[k]))
     # whether rejected or not, L never rose along the run
     hist = np.asarray(r.history.loss)
@@ -165,6 +166,10 @@ def test_budget_stops_a_line_search_within_one_step():
     full = diffsim.optimize(rosen, jnp.array([-1.2, 1.0]), optimizer=optax.lbfgs(),
                             steps=50, key=KEY)  # fmt: skip
     assert 7 <= int(r.evaluations) < 7 + 25  # at most one step's line search beyond
+    assert status_name(r.status) == "budget"
+    # the full run stops early only where L-BFGS converged (or could lower L no further)
+    ended = "converged" if int(full.steps_run) < 50 else "completed"
+    assert status_name(full.status) == ended
     n = int(r.steps_run)
     np.testing.assert_allclose(np.asarray(r.history.theta[:n]),
                                np.asarray(full.history.theta[:n]), atol=1e-12)  # fmt: skip

@@ -205,7 +205,7 @@ def test_smooth_losses_all_estimators_agree(name, loss):
             np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-8)
         return
     # auto returns ∇L itself where it trusts it (choice 0), else an estimate of ∇F
-    target = smoothed if cls.smoothing and int(r.choice) != 0 else exact
+    target = smoothed if cls.smoothing and int(r.stats.get("choice", -1)) != 0 else exact
     for est, se, truth in zip(
         jax.tree_util.tree_leaves(r.estimate),
         jax.tree_util.tree_leaves(r.std_error),
@@ -358,8 +358,8 @@ def test_evaluation_counts():
     }
     for est, nl, ng in counts.values():
         r = est(loss, theta, key)
-        assert (int(r.num_loss_evals), int(r.num_grad_evals)) == (nl, ng)
-        assert int(r.num_evals) == nl + ng
+        assert (int(r.loss_evaluations), int(r.grad_evaluations)) == (nl, ng)
+        assert int(r.evaluations) == nl + ng
 
 
 @pytest.mark.parametrize(
@@ -399,3 +399,26 @@ def test_non_finite_theta(name):
 def test_non_scalar_loss():
     with pytest.raises(TypeError, match="scalar"):
         Exact()(lambda t: t, jnp.ones(2), jax.random.PRNGKey(0))
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_stats_hold_what_the_estimator_computed_and_nothing_else(name):
+    """Issue 48 item 5: an estimate's stats are exactly its estimator's declared ``reports``
+    (no NaN / −1 fillers); a stat it did not compute is an AttributeError naming the ones
+    it has; the core's counts add up to ``evaluations``."""
+    from diffsim.estimators import STATS
+
+    loss = lambda t: jnp.sum(jnp.sin(t))  # noqa: E731
+    opts = {"num_samples": 8} if make_estimator(name).takes("num_samples") else {}
+    r = make_estimator(name, **opts)(loss, jnp.array([0.3, -0.2]), jax.random.PRNGKey(0))
+    cls = ESTIMATORS[name]
+    assert r.reports == cls.reports and set(r.stats) == set(cls.reports)
+    assert int(r.evaluations) == int(r.loss_evaluations) + int(r.grad_evaluations) > 0
+    for stat in cls.reports:
+        assert getattr(r, stat) is r.stats[stat] and np.all(np.isfinite(np.asarray(r.stats[stat])))
+    missing = [s for s in STATS if s not in cls.reports]
+    for stat in missing:
+        with pytest.raises(AttributeError, match=rf"no '{stat}': its estimator computed"):
+            getattr(r, stat)
+    with pytest.raises(AttributeError, match="no attribute 'num_evals'"):
+        r.num_evals  # noqa: B018 - renamed: evaluations

@@ -21,6 +21,7 @@ import pytest
 import diffsim
 from diffsim import NotIdentifiableError, Recording, identify, load_recording, save_recording
 from diffsim.identification import Parameter, default_observe, parse_parameters, simulate_recording
+from diffsim.optimization import status_name
 from diffsim.systems import (
     bouncing_ball,
     double_pendulum,
@@ -198,6 +199,11 @@ def test_not_converged_reports_the_last_finite_iterate():
     start = dict(sys.theta, k=jnp.array(2.0), c=jnp.array(0.9))
     res = identify(sys.step, rec, start, "k, c", max_steps=2)
     assert not res.converged and "did not converge" in res.message
+    assert status_name(res.status) == "max_steps" and res.to_dict()["status"] == "max_steps"
+    # the core and the stats (issue 48 item 5): each stat read by name, nothing else
+    assert res.iterations == res.stats["iterations"] > 0 and res.start == res.stats["start"]
+    with pytest.raises(AttributeError, match="no attribute or stat 'iteration'"):
+        res.iteration  # noqa: B018
     assert all(math.isfinite(v) for v in res.theta.values())
     assert "NOT converged" in repr(res)
 

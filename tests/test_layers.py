@@ -25,6 +25,7 @@ LAYERS: list[set[str]] = [
         "_coords",
         "_extras",
         "_options",
+        "_results",
         "_sharding",
         "sharding",
         "_sigma",

@@ -65,7 +65,7 @@ def _check(loss, thetas, keys, sigma=None):
         counts[(d.verdict, d.choice)] += 1
         ok = (d.verdict == "trusted") == (a == "exact") and a == d.choice
         ok &= int(batch.widenings[i]) == d.widenings
-        ok &= int(batch.num_grad_evals[i]) == d.evaluations["grad"]  # the same rounds
+        ok &= int(batch.grad_evaluations[i]) == d.evaluations["grad"]  # the same rounds
         if not ok:
             mismatches.append((np.asarray(t).tolist(), d.verdict, d.choice, d.flag_names, a))
         # the configured estimator the doctor recommends is the choice's estimator

@@ -83,11 +83,11 @@ def test_estimators_match_the_smoothed_linear_quadratic_gradient(est):
 
 def test_costs_are_counted_as_the_paper_counts_them():
     obj = lq()
-    assert int(ZerothOrder(sigma=SIGMA, num_samples=8)(obj, THETA, KEY).num_loss_evals) == 16
+    assert int(ZerothOrder(sigma=SIGMA, num_samples=8)(obj, THETA, KEY).loss_evaluations) == 16
     anti = ZerothOrder(sigma=SIGMA, num_samples=8, antithetic=True)(obj, THETA, KEY)
-    assert int(anti.num_loss_evals) == 12  # 4 pairs: V(w), V(−w) and the baseline V(0)
+    assert int(anti.loss_evaluations) == 12  # 4 pairs: V(w), V(−w) and the baseline V(0)
     r = FirstOrder(sigma=SIGMA, num_samples=8)(obj, THETA, KEY)
-    assert (int(r.num_loss_evals), int(r.num_grad_evals)) == (0, 8)
+    assert (int(r.loss_evaluations), int(r.grad_evaluations)) == (0, 8)
 
 
 @pytest.mark.slow
@@ -293,8 +293,8 @@ def test_auto_deciding_every_k_steps_reuses_first_order_on_a_smooth_loop():
     for k in np.flatnonzero(~decided & (choice == 0)):
         want = FirstOrder(sigma=SIGMA, num_samples=16)(obj, r.history.theta[k], keys[k])
         np.testing.assert_allclose(h.estimate[k], want.estimate, rtol=1e-12)
-        assert int(h.num_grad_evals[k]) == 16 and int(h.num_loss_evals[k]) == 0
-    assert int(r.evaluations) == int(np.sum(h.num_grad_evals) + np.sum(h.num_loss_evals))
+        assert int(h.grad_evaluations[k]) == 16 and int(h.loss_evaluations[k]) == 0
+    assert int(r.evaluations) == int(np.sum(h.grad_evaluations) + np.sum(h.loss_evaluations))
 
 
 def test_auto_reusing_a_mixed_decision_mixes_as_auto_does():
@@ -309,5 +309,5 @@ def test_auto_reusing_a_mixed_decision_mixes_as_auto_does():
     assert est.choice_name == "mixed" and np.isnan(float(est.z_gap))
     assert float(est.alpha) < 0.1
     assert abs(float(est.estimate[0]) - truth) < 4 * float(est.std_error[0])
-    assert int(est.num_loss_evals) == 3 * 256 and int(est.num_grad_evals) == 512
+    assert int(est.loss_evaluations) == 3 * 256 and int(est.grad_evaluations) == 512
     assert [int(v) for v in plan] == [1, 0, 1]  # the same choice, one reused step left

@@ -75,11 +75,11 @@ def test_each_estimator_counts_the_episodes_it_simulates(estimator):
     t = _Tally()
     obj = t.objective()
     r, episodes = t.run(lambda: estimator(obj, jnp.zeros((2, 2)), jax.random.PRNGKey(3)))
-    assert int(r.num_evals) == episodes
+    assert int(r.evaluations) == episodes
     if isinstance(estimator, Exact):
-        assert int(r.num_grad_evals) == B
+        assert int(r.grad_evaluations) == B
     if isinstance(estimator, FiniteDifference):
-        assert int(r.num_loss_evals) == 2 * 4 * B
+        assert int(r.loss_evaluations) == 2 * 4 * B
 
 
 def test_lbfgs_on_a_policy_counts_the_batch_of_every_value_and_gradient():

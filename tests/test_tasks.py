@@ -44,7 +44,7 @@ def test_gradients_are_finite_and_reproducible(name, estimator):
     assert np.all(np.isfinite(g)) and np.any(g != 0.0)
     np.testing.assert_array_equal(g, np.asarray(ravel_pytree(b.estimate)[0]))
     assert np.all(np.isfinite(np.asarray(ravel_pytree(a.std_error)[0])))
-    assert int(a.num_evals) >= task.num_samples
+    assert int(a.evaluations) >= task.num_samples
     # another key draws other samples; only auto's trusted exact gradient of an open-loop
     # task (no random initial states) is the same whatever the key — when both keys' evidence
     # trusts it (on push-stiff, key 5's does and key 6's does not: a stiff verdict)

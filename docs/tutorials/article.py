@@ -151,7 +151,7 @@ results = {}
 for name in ("exact", "zeroth", "first", "alpha", "auto"):
     opts = {} if name in ("exact", "auto") else {"sigma": 0.5, "num_samples": 256}
     est = make_estimator(name, **opts)(pw.loss, theta, key)
-    value, se, evals = float(est.estimate), float(est.std_error), int(est.num_evals)
+    value, se, evals = float(est.estimate), float(est.std_error), int(est.evaluations)
     results[name] = (value, se, evals)
     print(f"{name:>6}: {value:+8.3f} ± {se:.3f}  ({evals} evaluations)")
 

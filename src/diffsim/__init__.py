@@ -39,6 +39,7 @@ from ._jacobians import step_jacobian as step_jacobian
 from ._optimize import DivergedError as DivergedError
 from ._optimize import OptimizeResult as OptimizeResult
 from ._optimize import optimize as optimize
+from ._results import RESULTS as RESULTS
 from ._rollout import checkpoint_segments as checkpoint_segments
 from ._rollout import rollout as rollout
 from ._step import AbstractStep as AbstractStep
@@ -63,6 +64,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "EXTRAS",
+    "RESULTS",
     "TASKS",
     "AbstractStep",
     "Decide",

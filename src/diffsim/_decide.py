@@ -42,6 +42,7 @@ from ._checks import check_int
 from ._policy import PolicyObjective, rollouts_per_call
 from .estimators import Auto, Exact, GradientEstimate
 from .estimators.auto import chosen_estimator, describe_choice
+from .estimators.base import STATS, with_stats
 
 CONVERGED = 1e-6
 """An L-BFGS phase that ends on an exactly zero gradient converged if its last non-zero
@@ -125,7 +126,8 @@ class Decide(eqx.Module):
 class Phases(NamedTuple):
     """What :func:`decide_and_descend` ran: each phase's result, the evaluations spent
     and the step reached before it, the decisions, the checks' own evaluations, and the
-    final θ (a sampling phase's lowest iterate) with the given loss there."""
+    final θ (a sampling phase's lowest iterate) with the given loss there, and how the run
+    ended (a :data:`~diffsim.RESULTS` name)."""
 
     results: list[Any]
     spent_before: list[int]
@@ -135,6 +137,7 @@ class Phases(NamedTuple):
     check_grad_evals: int
     theta: Any
     loss: Any
+    status: str = "completed"
 
 
 def smallest_budget(method: Decide, dim: int, per_call: int = 1) -> int:
@@ -192,8 +195,9 @@ class _Offset:
 
 
 def _plain(estimate: GradientEstimate) -> GradientEstimate:
-    """An estimate without its static report list, so phases' histories concatenate."""
-    return dataclasses.replace(estimate, reports=())
+    """An estimate with every stat (NaN, or −1 / 0, where its phase's estimator computed
+    none), so phases' histories concatenate."""
+    return with_stats(estimate, STATS)
 
 
 def concat_histories(histories: list[Any], offsets: list[int], ran: list[int]) -> Any:
@@ -232,6 +236,7 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
     starts: list[int] = []
     check_evals = [0, 0]
     last, idle = None, 0
+    stopped = None  # the RESULTS name of a stop decision
     given = loss
     dim = sum(int(np.size(v)) for v in jax.tree_util.tree_leaves(theta0))
     least = _check_cost(_cut(method.check, 0, method.check.num_samples), dim)
@@ -242,17 +247,19 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
         if check is None:  # a check could overrun the budget: none runs
             decisions.append(Decision(k, "stop", f"{NO_ROOM} ({cap - spent} evaluations) is "
                                       f"less than one check's ({least})", spent))  # fmt: skip
+            stopped = "budget"
             break
         key, k_check, k_run = jax.random.split(key, 3)
         if phases and method.resample and isinstance(given, PolicyObjective):
             batch = jax.random.fold_in(k_check, 1)  # the other draws stay as they were
             loss = eqx.tree_at(lambda o: o.key, given, batch)  # arrays: no recompile
         r = check(loss, theta, k_check)
-        spent += int(r.num_loss_evals) + int(r.num_grad_evals)
-        check_evals = [check_evals[0] + int(r.num_loss_evals),
-                       check_evals[1] + int(r.num_grad_evals)]  # fmt: skip
+        spent += int(r.loss_evaluations) + int(r.grad_evaluations)
+        check_evals = [check_evals[0] + int(r.loss_evaluations),
+                       check_evals[1] + int(r.grad_evaluations)]  # fmt: skip
         if spent >= cap:  # the check spent what was left: no phase can run
             decisions.append(Decision(k, "stop", "the budget was spent by the check", spent))
+            stopped = "budget"
             break
         code = int(r.choice)
         forced = code == 0 and last == "plateau"
@@ -262,9 +269,11 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
             why = "converged" if last == "lbfgs" else "stalled (no decrease along it)"
             decisions.append(Decision(k, "stop", f"the exact gradient is trusted where "
                                       f"L-BFGS {why}", spent))  # fmt: skip
+            stopped = "converged" if last == "lbfgs" else "stalled"
             break
         if code == 4:  # the evidence saw NaN or inf: no method can descend from here
             decisions.append(Decision(k, "stop", describe_choice(r), spent))
+            stopped = "non_finite"
             break
         if code == 0:
             estimator, optimizer, n, last = Exact(), _lbfgs(), method.lbfgs_steps, "lbfgs"
@@ -296,19 +305,23 @@ def decide_and_descend(run: Callable[..., Any], method: Decide, loss: Any, theta
             if idle == 2:
                 decisions.append(Decision(k, "stop", "no progress: two sampling phases in a "
                                           "row found no lower loss", spent))  # fmt: skip
+                stopped = "stalled"
                 break
             continue
         ended = _lbfgs_end(result)
         if ended == "converged":
             decisions.append(Decision(k, "stop", "L-BFGS converged", spent))
+            stopped = "converged"
             break
         last = {"steps": None, "flat": "plateau", "stalled": "stalled"}.get(ended, last)
     final = value
     if loss is not given and phases:  # the last phase's loss was on another batch
         final = given(theta)
         check_evals[0] += rollouts_per_call(given)
+    if stopped is None:  # no stop decision: the steps, the budget or the phases ran out
+        stopped = "completed" if k >= steps else "budget" if spent >= cap else "max_steps"
     return Phases(phases, offsets, starts, tuple(decisions), check_evals[0], check_evals[1],
-                  theta, final)  # fmt: skip
+                  theta, final, stopped)  # fmt: skip
 
 
 _PLATEAU = (

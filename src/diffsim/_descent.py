@@ -93,8 +93,8 @@ def _int(v: Any) -> Array:
 def _exact_estimate(grad: Any, grad_evals: Any) -> GradientEstimate:
     """The exact gradient as a :class:`GradientEstimate` (zero standard error)."""
     flat, unravel = ravel_pytree(grad)
-    return make_result(unravel, flat, jnp.zeros_like(flat), num_loss_evals=0,
-                       num_grad_evals=grad_evals)  # fmt: skip
+    return make_result(unravel, flat, jnp.zeros_like(flat), loss_evaluations=0,
+                       grad_evaluations=grad_evals)  # fmt: skip
 
 
 class EstimatorDescent(Descent):
@@ -125,7 +125,7 @@ class EstimatorDescent(Descent):
         new = optax.apply_updates(theta, updates)
         state = opt_state, est_state
         false = jnp.zeros((), bool)
-        return DescentStep(new, state, r, _int(r.num_loss_evals), _int(r.num_grad_evals),
+        return DescentStep(new, state, r, _int(r.loss_evaluations), _int(r.grad_evaluations),
                            false, false)  # fmt: skip
 
 

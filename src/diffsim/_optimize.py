@@ -29,6 +29,7 @@ from ._checks import (
 from ._decide import Decide, concat_histories, decide_and_descend, smallest_budget
 from ._descent import EstimatorDescent, descent_for, is_minimiser, needs_value_fn
 from ._policy import rollouts_per_call
+from ._results import RESULTS, status_of
 from ._sigma import scale_sigma
 from .estimators import Auto, Estimator, Exact, GradientEstimate
 from .estimators._common import check_not_empty, check_sample_memory
@@ -103,6 +104,10 @@ class OptimizeResult(eqx.Module):
             budget ran out first; later steps spend nothing and hold θ.
         rejected_at: the step whose line search reached a NaN or inf loss (θ held there
             and the run stopped), or -1.
+        status: how the run ended, a :data:`~diffsim.RESULTS` item: ``completed`` (every
+            step ran), ``converged`` (a line search or an Optimistix method converged or
+            could lower the loss no further), ``budget``, ``non_finite`` (``rejected_at``),
+            and for the default method also ``stalled`` and ``max_steps`` (its phases).
         decisions: what the default method (:class:`~diffsim.Decide`) decided and when:
             :class:`~diffsim.Decision` s (step, method, reason, evaluations so far); empty
             when an estimator or an optimizer was given.
@@ -128,6 +133,7 @@ class OptimizeResult(eqx.Module):
     gradient_evaluations: Array
     steps_run: Array
     rejected_at: Array
+    status: RESULTS
     decisions: tuple = eqx.field(static=True, default=())
     seconds: float | None = None  # a leaf (not static): results of several runs still stack
 
@@ -224,7 +230,9 @@ def _optimize(
             # no evaluations, and no choice (-1)
             shape = jax.eval_shape(run, theta, opt_state, counts, plan, stops)[-1]
             r = jax.tree_util.tree_map(_skipped, shape)
-            r = dataclasses.replace(r, choice=jnp.full_like(r.choice, -1))
+            if "choice" in r.stats:
+                stats = {**r.stats, "choice": jnp.full_like(r.stats["choice"], -1)}
+                r = dataclasses.replace(r, stats=stats)
             return theta, opt_state, counts, plan, stops, jnp.asarray(jnp.nan, dtype), r
 
         go = ~stops[0]
@@ -262,9 +270,11 @@ def _optimize(
     final, _ = _history_loss(loss_at(final_temp), theta, held, jnp.zeros((), bool),
                              temp_schedule is None, dtype, jnp.asarray(jnp.nan, dtype))  # fmt: skip
     loss_evals, grad_evals, steps_run = counts
-    return OptimizeResult(
-        theta, final, loss_evals + grad_evals, history, loss_evals, grad_evals, steps_run, stops[1]
-    )
+    ended = RESULTS.where(steps_run < steps, RESULTS.budget, RESULTS.completed)
+    status = RESULTS.where(stops[1] >= 0, RESULTS.non_finite,
+                           RESULTS.where(stops[0], RESULTS.converged, ended))  # fmt: skip
+    return OptimizeResult(theta, final, loss_evals + grad_evals, history, loss_evals, grad_evals,
+                          steps_run, stops[1], status)  # fmt: skip
 
 
 def optimize(
@@ -480,6 +490,7 @@ def _decided(loss, theta0, method, steps, key, callback, budget) -> OptimizeResu
         jnp.asarray(grad_evals, jnp.int32),
         jnp.asarray(sum(int(p.steps_run) for p in ran.results), jnp.int32),
         jnp.asarray(rejected[0] if rejected else -1, jnp.int32),
+        status_of("non_finite" if rejected else ran.status),
         ran.decisions,
     )
 

@@ -5,7 +5,8 @@ holds what tunes it: the named methods behind ``diffsim optimize --method`` and 
 Optimize choice (:data:`METHODS`, each a :class:`Method`), the default optimizer
 (:func:`default_optimizer`: Adam with a cosine-decayed rate), schedules for a stochastic
 estimator's σ or sample count (:func:`cosine_anneal`, any :data:`Schedule`), and the
-recorded path of a run (:class:`OptimizeHistory`, ``OptimizeResult.history``).
+recorded path of a run (:class:`OptimizeHistory`, ``OptimizeResult.history``), and the name
+of how a run ended (:func:`status_name` of a :data:`diffsim.RESULTS` item).
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -25,6 +26,7 @@ from ._optimize import OptimizeHistory as OptimizeHistory
 from ._optimize import Schedule as Schedule
 from ._optimize import cosine_anneal as cosine_anneal
 from ._optimize import default_optimizer as default_optimizer
+from ._results import status_name as status_name
 
 __all__ = [
     "METHODS",
@@ -33,4 +35,5 @@ __all__ = [
     "Schedule",
     "cosine_anneal",
     "default_optimizer",
+    "status_name",
 ]

@@ -209,7 +209,7 @@ def test_estimators(data, name, theta, key):
     def call():
         r = make_estimator(name, **opts)(quad, theta, key)
         # NaN marks a quantity the estimator does not compute (variance of exact, ...)
-        return r.estimate, r.std_error, r.num_evals
+        return r.estimate, r.std_error, r.evaluations
 
     check(call, names)
 

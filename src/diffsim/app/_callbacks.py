@@ -332,7 +332,7 @@ class Callbacks:
                         ),
                         html.Td(f"{grads.estimate[i]:.3f}", id=f"grad-{name}", style=cell),
                         html.Td(f"{2 * grads.std_error[i]:.3f}", style=cell),
-                        html.Td(f"{int(grads.num_evals[i])}", style=cell),
+                        html.Td(f"{int(grads.evaluations[i])}", style=cell),
                     ]
                 )
             )

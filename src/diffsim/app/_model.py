@@ -118,7 +118,7 @@ class Gradients(NamedTuple):
     names: tuple[str, ...]
     estimate: np.ndarray
     std_error: np.ndarray
-    num_evals: np.ndarray
+    evaluations: np.ndarray
     alpha: np.ndarray
     """Each estimate's weight α on first-order samples (AoBG's choice; 1 for FoBG, 0 for
     ZoBG, NaN where it does not apply)."""
@@ -243,8 +243,14 @@ def _gradients(v0: Array, sigma: Array, tau: Array, key: Array, table: wall_stud
         est = estimator_for(name, sigma, n)
         results[name] = est(loss, v0, keys.get(name, key))
     F_v, dF = jax.value_and_grad(wall_study.gaussian_smoothed_loss)(v0, sigma, table)
-    fields = ("estimate", "std_error", "num_evals", "alpha", "choice")
-    stacked = {f: jnp.stack([getattr(r, f) for r in results.values()]) for f in fields}
+    dt = jnp.result_type(v0)
+    stacked = {f: jnp.stack([getattr(r, f) for r in results.values()])
+               for f in ("estimate", "std_error", "evaluations")}  # fmt: skip
+    # α and auto's choice where an estimator computed them (NaN / −1 where not)
+    stacked["alpha"] = jnp.stack([jnp.asarray(r.stats.get("alpha", jnp.nan), dt)
+                                  for r in results.values()])  # fmt: skip
+    stacked["choice"] = jnp.stack([jnp.asarray(r.stats.get("choice", -1), jnp.int32)
+                                   for r in results.values()])  # fmt: skip
     return stacked, dF, F_v, _smoothed_loss(v0, tau)
 
 
@@ -333,7 +339,7 @@ class DemoModel:
             tuple(ESTIMATOR_LABELS),
             np.asarray(stacked["estimate"]),
             np.asarray(stacked["std_error"]),
-            np.asarray(stacked["num_evals"]),
+            np.asarray(stacked["evaluations"]),
             np.asarray(stacked["alpha"]),
             np.asarray(stacked["choice"]),
             float(dF),

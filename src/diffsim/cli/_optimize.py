@@ -12,7 +12,7 @@ import typer
 
 from .. import Decide, optimize
 from ..estimators import ESTIMATORS
-from ..optimization import METHODS
+from ..optimization import METHODS, status_name
 from ..systems import wall_study
 from ._common import (
     DEVICES_HELP,
@@ -147,6 +147,7 @@ def optimize_cmd(
         "evaluations": int(r.evaluations),
         "loss_evaluations": int(r.loss_evaluations),
         "gradient_evaluations": int(r.gradient_evaluations),
+        "status": status_name(r.status),
         "decisions": [d._asdict() for d in r.decisions],
         "history": {  # the steps that ran (a converged line search stops early)
             name: np.asarray(values)[: int(r.steps_run)].tolist()

@@ -15,6 +15,7 @@ import typer
 
 from .. import TASKS, Task, robot_task
 from ..estimators import Estimator
+from ..optimization import status_name
 from ._common import (
     CLIError,
     app,
@@ -136,6 +137,7 @@ def train_cmd(
         "evaluations": int(r.evaluations),
         "loss_evaluations": int(r.loss_evaluations),
         "gradient_evaluations": int(r.gradient_evaluations),
+        "status": status_name(r.status),
         "decisions": [d._asdict() for d in r.decisions],
         "seconds": seconds,
         "history": {"loss": losses.tolist()},

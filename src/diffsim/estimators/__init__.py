@@ -25,6 +25,7 @@ from .auto import chosen_estimator as chosen_estimator
 from .auto import describe_choice as describe_choice
 from .base import BASE_QUANTITIES as BASE_QUANTITIES
 from .base import QUANTITIES as QUANTITIES
+from .base import STATS as STATS
 from .base import Cost as Cost
 from .base import Estimator as Estimator
 from .base import GradientEstimate as GradientEstimate
@@ -72,6 +73,7 @@ __all__ = [
     "DEFAULT_SIGMA",
     "ESTIMATORS",
     "QUANTITIES",
+    "STATS",
     "AlphaOrder",
     "Auto",
     "Cost",

@@ -40,9 +40,7 @@ at (the first ones of its first-order family): 1 + 2·7·8 rollouts each."""
 
 
 @eqx.filter_jit
-def action_auto(
-    obj, theta, key, sigma, n, thresholds, mesh, reports, decided=None
-) -> GradientEstimate:
+def action_auto(obj, theta, key, sigma, n, thresholds, mesh, decided=None) -> GradientEstimate:
     """Auto in the policy setting; ``decided`` (a choice code, traced or not): the decision
     is given, so no ladder and no noise-free gradients are paid for — the two families and
     auto's own mix for that choice (``choice`` then reports it, ``z_gap`` NaN)."""
@@ -61,10 +59,10 @@ def action_auto(
         choice = jnp.asarray(decided, jnp.int32)
         mix = ev.mix_by_choice(choice, m0, se0, var0, m1, se1, var1, finite1, dt)
         return make_result(
-            unravel, mix.mean.astype(dt), mix.se.astype(dt), num_loss_evals=evals0,
-            num_grad_evals=n, variance=mix.variance, zeroth_variance=var0,
-            first_variance=var1, alpha=mix.alpha, bias_gap=mix.bias_gap, sigma_used=sbar,
-            choice=choice, z_gap=jnp.nan, widenings=0, reports=reports,
+            unravel, mix.mean.astype(dt), mix.se.astype(dt), loss_evaluations=evals0,
+            grad_evaluations=n, choice=choice, sigma_used=sbar, widenings=0, z_gap=jnp.nan,
+            alpha=mix.alpha, bias_gap=mix.bias_gap, zeroth_variance=var0,
+            first_variance=var1, variance=mix.variance,
         )  # fmt: skip
     g1y = g1u * scale.ravel()
 
@@ -109,10 +107,9 @@ def action_auto(
     ladder_evals = num * (1 + fp.size + fm.size)
     return make_result(
         unravel, mix.mean.astype(dt), mix.se.astype(dt),
-        num_loss_evals=evals0 + ladder_evals,
-        num_grad_evals=n + num + n // 2,
+        loss_evaluations=evals0 + ladder_evals,
+        grad_evaluations=n + num + n // 2,
+        choice=choice, sigma_used=sbar, widenings=0, z_gap=ev.relevant_gap(e, thresholds),
+        alpha=mix.alpha, bias_gap=mix.bias_gap, zeroth_variance=var0, first_variance=var1,
         variance=mix.variance,
-        zeroth_variance=var0, first_variance=var1, alpha=mix.alpha, bias_gap=mix.bias_gap,
-        sigma_used=sbar, choice=choice, z_gap=ev.relevant_gap(e, thresholds), widenings=0,
-        reports=reports,
     )  # fmt: skip

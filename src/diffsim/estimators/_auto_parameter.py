@@ -17,7 +17,7 @@ from .base import GradientEstimate, flatten_loss, make_result
 
 @eqx.filter_jit
 def parameter_auto(
-    loss, theta, key, sigma, num_samples, max_samples, max_widen, thresholds, mesh, reports
+    loss, theta, key, sigma, num_samples, max_samples, max_widen, thresholds, mesh
 ) -> GradientEstimate:
     """Auto with noise on θ: the doctor's evidence in its rounds (:func:`run_rounds`: σ
     widened ×4 on a dead-flat plateau, N doubled while a statistic is undecided), its
@@ -49,16 +49,15 @@ def parameter_auto(
         unravel,
         estimate.astype(dt),
         se.astype(dt),
-        num_loss_evals=losses,
-        num_grad_evals=gradients,
-        variance=jnp.where(exact, 0.0, mix.variance),
-        zeroth_variance=e.zeroth_variance,
-        first_variance=var1,
+        loss_evaluations=losses,
+        grad_evaluations=gradients,
+        choice=choice,
+        sigma_used=e.sigma,
+        widenings=rounds,
+        z_gap=ev.relevant_gap(e, thresholds),
         alpha=mix.alpha,
         bias_gap=mix.bias_gap,
-        sigma_used=e.sigma,
-        choice=choice,
-        z_gap=ev.relevant_gap(e, thresholds),
-        widenings=rounds,
-        reports=reports,
+        zeroth_variance=e.zeroth_variance,
+        first_variance=var1,
+        variance=jnp.where(exact, 0.0, mix.variance),
     )

@@ -118,7 +118,7 @@ class ParameterNoise(Noise):
              decided: Any = None) -> GradientEstimate:  # fmt: skip
         n = auto.num_samples
         return parameter_auto(self.loss, theta, key, self.sigma, n, max(n, auto.max_samples),
-                              auto.widen_rounds, auto.thresholds, mesh, auto.reports)  # fmt: skip
+                              auto.widen_rounds, auto.thresholds, mesh)  # fmt: skip
 
 
 class ActionNoise(Noise):
@@ -175,8 +175,7 @@ class ActionNoise(Noise):
     def auto(self, theta: Any, key: Array, auto: Any, mesh: Mesh | None,
              decided: Any = None) -> GradientEstimate:  # fmt: skip
         return action_auto(self.objective, theta, key, (self.sigma, self.action_shape),
-                           auto.num_samples, auto.thresholds, mesh, auto.reports,
-                           decided)  # fmt: skip
+                           auto.num_samples, auto.thresholds, mesh, decided)  # fmt: skip
 
 
 def noise_for(loss: Loss, theta: Any, sigma: Any) -> Noise:

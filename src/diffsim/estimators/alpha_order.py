@@ -51,16 +51,15 @@ def _alpha(noise: Noise, theta, key, num_samples, gamma, delta, R, antithetic, m
         unravel,
         mean,
         se,
-        num_loss_evals=evals0,
-        num_grad_evals=num_samples,
-        variance=alpha**2 * var1 + (1 - alpha) ** 2 * var0,
-        zeroth_variance=var0,
-        first_variance=var1,
+        loss_evaluations=evals0,
+        grad_evaluations=num_samples,
+        sigma_used=noise.largest_sigma(theta),
         alpha=alpha,
         epsilon=eps,
         bias_gap=gap,
-        sigma_used=noise.largest_sigma(theta),
-        reports=AlphaOrder.reports,
+        zeroth_variance=var0,
+        first_variance=var1,
+        variance=alpha**2 * var1 + (1 - alpha) ** 2 * var0,
     )
 
 
@@ -127,6 +126,7 @@ class AlphaOrder(SmoothingEstimator):
     )
     reports = (
         "sigma_used", "alpha", "epsilon", "bias_gap", "zeroth_variance", "first_variance",
+        "variance",
     )  # fmt: skip
 
     sigma: Any = eqx.field(

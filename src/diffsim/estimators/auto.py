@@ -56,6 +56,7 @@ from .base import (
     Loss,
     Option,
     SmoothingEstimator,
+    with_stats,
 )
 from .exact import Exact
 from .first_order import FirstOrder
@@ -146,6 +147,7 @@ class Auto(SmoothingEstimator):
         "bias_gap",
         "zeroth_variance",
         "first_variance",
+        "variance",
     )
 
     sigma: Any = eqx.field(
@@ -283,8 +285,7 @@ def decide_or_reuse(
     dt = jnp.result_type(*jax.tree_util.tree_leaves(theta), float)
 
     def uniform(r: GradientEstimate, choice: Array, z_gap: Array, widenings: Array):
-        r = dataclasses.replace(r, choice=choice, z_gap=z_gap, widenings=widenings,
-                                reports=Auto.reports)  # fmt: skip
+        r = with_stats(r, Auto.reports, choice=choice, z_gap=z_gap, widenings=widenings)
         return jax.tree_util.tree_map(lambda a: jnp.asarray(a, a.dtype), r)
 
     def decide():
@@ -301,7 +302,7 @@ def decide_or_reuse(
                 est = chosen_estimator(c, sigma, auto.num_samples, policy)
                 assert est is not None
                 r = est(loss, theta, key)
-            return uniform(r, code, jnp.asarray(jnp.nan, r.z_gap.dtype), widened)
+            return uniform(r, code, jnp.asarray(jnp.nan, dt), widened)
 
         return run
 
@@ -338,7 +339,7 @@ def describe_choice(estimate: GradientEstimate) -> str:
         ...
         ValueError: describe_choice needs an estimate made by the auto estimator
     """
-    code = int(np.asarray(estimate.choice))
+    code = int(np.asarray(estimate.stats.get("choice", -1)))
     if not 0 <= code < len(CHOICES):
         raise ValueError("describe_choice needs an estimate made by the auto estimator")
     z = float(np.asarray(estimate.z_gap))

@@ -40,10 +40,13 @@ class Quantity:
         (True, 'ε', 'grad', 'Bernstein radius of the zeroth-order mean')
         >>> [name for name, q in QUANTITIES.items() if q.unit == "count"]
         ['evaluations', 'loss_evaluations', 'grad_evaluations', 'widenings']
+        >>> from diffsim.estimators import STATS  # what a result's stats may hold
+        >>> STATS[:4]
+        ('choice', 'sigma_used', 'widenings', 'z_gap')
     """
 
     name: str
-    """The field of :class:`GradientEstimate` (or ``evaluations`` for ``num_evals``)."""
+    """A field of :class:`GradientEstimate`'s core, ``evaluations``, or a ``stats`` key."""
     label: str
     unit: str
     """``"grad"`` (the units of ∂L/∂θ), ``"grad²"``, ``"count"`` or ``""`` (a pure number)."""
@@ -58,19 +61,20 @@ QUANTITIES: dict[str, Quantity] = {
         Quantity("evaluations", "evaluations", "count", "loss + gradient evaluations"),
         Quantity("loss_evaluations", "loss evaluations", "count", "forward simulations"),
         Quantity("grad_evaluations", "gradient evaluations", "count", "forward + backward"),
-        Quantity("variance", "per-sample variance", "grad²", "trace of the sample covariance"),
+        Quantity("choice", "choice", "choice", "what the auto estimator returned (a code)"),
+        Quantity("sigma_used", "σ used", "θ", "the (largest component of) σ sampled at"),
+        Quantity("widenings", "σ widenings", "count", "times σ grew ×4 on a plateau"),
+        Quantity("z_gap", "z (FoBG − ZoBG)", "", "first-/zeroth-order gap in standard errors"),
         Quantity("alpha", "α", "", "weight on the first-order samples"),
         Quantity("epsilon", "ε", "grad", "Bernstein radius of the zeroth-order mean"),
         Quantity("bias_gap", "B", "grad", "‖first-order mean − zeroth-order mean‖"),
         Quantity("zeroth_variance", "σ̂₀²", "grad²", "zeroth-order per-sample variance"),
         Quantity("first_variance", "σ̂₁²", "grad²", "first-order per-sample variance"),
-        Quantity("choice", "choice", "choice", "what the auto estimator returned (a code)"),
-        Quantity("sigma_used", "σ used", "θ", "the (largest component of) σ sampled at"),
-        Quantity("widenings", "σ widenings", "count", "times σ grew ×4 on a plateau"),
-        Quantity("z_gap", "z (FoBG − ZoBG)", "", "first-/zeroth-order gap in standard errors"),
+        Quantity("variance", "per-sample variance", "grad²", "trace of the sample covariance"),
     )
 }
-"""Every quantity an estimator can report, by name, in report order."""
+"""Every quantity an estimate can report, by name, in report order: the core's
+(:data:`BASE_QUANTITIES`), then the ``stats`` an estimator computes."""
 
 BASE_QUANTITIES: tuple[str, ...] = (
     "estimate",
@@ -79,13 +83,12 @@ BASE_QUANTITIES: tuple[str, ...] = (
     "loss_evaluations",
     "grad_evaluations",
 )
-"""What every estimate reports; an estimator's ``reports`` adds to these."""
+"""What every estimate reports (its core); an estimator's ``stats`` add to these."""
 
-_COUNT_FIELDS = {
-    "evaluations": "num_evals",
-    "loss_evaluations": "num_loss_evals",
-    "grad_evaluations": "num_grad_evals",
-}
+STATS: tuple[str, ...] = tuple(n for n in QUANTITIES if n not in BASE_QUANTITIES)
+"""The names a :attr:`GradientEstimate.stats` mapping may hold, in report order."""
+
+_INTEGER_STATS = frozenset({"choice", "widenings"})
 
 
 class Reported(NamedTuple):
@@ -107,78 +110,83 @@ class Reported(NamedTuple):
 
 
 class GradientEstimate(eqx.Module):
-    """A gradient estimate with its uncertainty and its cost. All fields are arrays, so a
-    stack of estimates (e.g. an optimisation history) is again a ``GradientEstimate``.
+    """A gradient estimate: a small core (the estimate, its standard error, what it cost)
+    and ``stats``, the quantities its estimator computed on the way. All values are arrays,
+    so a stack of estimates (e.g. an optimisation history) is again a ``GradientEstimate``.
 
     Attributes:
         estimate: the gradient estimate, a pytree like θ.
         std_error: per-component standard error of ``estimate`` (like θ); 0 for the
             deterministic estimators (exact, finite differences).
-        num_loss_evals: loss (forward simulation) evaluations used.
-        num_grad_evals: gradient (forward + backward) evaluations used.
-        variance: trace of the per-sample covariance of the samples averaged into
-            ``estimate`` (σ̂² = 1/(N−1) Σ‖g_i − ḡ‖²); for AoBG the variance of one
-            α-mixed sample, α²σ̂₁² + (1−α)²σ̂₀²; NaN for deterministic estimators.
-        zeroth_variance: σ̂₀², the ZoBG per-sample variance (AoBG only; NaN otherwise).
-        first_variance: σ̂₁², the FoBG per-sample variance (AoBG only; NaN otherwise).
-        alpha: the weight α on the first-order part (AoBG; 1 for FoBG, 0 for ZoBG, NaN for
-            exact and finite differences).
-        epsilon: ε, the Bernstein confidence radius of the ZoBG mean (AoBG only).
-        bias_gap: B = ‖ḡ¹ − ḡ⁰‖, the gap between the first- and zeroth-order means
-            (AoBG and auto).
-        sigma_used: the σ the samples were drawn at (its largest component; auto may
-            have widened it; NaN for the estimators without σ).
-        choice: what the auto estimator returned (a code of
-            :data:`diffsim.estimators.auto.CHOICES`; −1 for the other estimators).
-        z_gap: the first-/zeroth-order gap in combined standard errors (auto only).
-        widenings: how many times auto widened σ on a plateau (0 for the others).
+        loss_evaluations: loss (forward simulation) evaluations used.
+        grad_evaluations: gradient (forward + backward) evaluations used.
+        stats: the estimator's own quantities, by name (each a :data:`QUANTITIES` entry;
+            read one as ``stats["alpha"]`` or ``r.alpha``); only what was computed:
+
+            * ``variance``: trace of the per-sample covariance of the samples averaged into
+              ``estimate`` (σ̂² = 1/(N−1) Σ‖g_i − ḡ‖²); for AoBG and auto the variance of one
+              α-mixed sample, α²σ̂₁² + (1−α)²σ̂₀² (ZoBG, FoBG, AoBG, auto);
+            * ``sigma_used``: the σ the samples were drawn at (its largest component; auto
+              may have widened it) (ZoBG, FoBG, AoBG, auto);
+            * ``alpha``: the weight α on the first-order part; ``epsilon``: ε, the Bernstein
+              confidence radius of the ZoBG mean (AoBG); ``bias_gap``: B = ‖ḡ¹ − ḡ⁰‖;
+              ``zeroth_variance``, ``first_variance``: σ̂₀², σ̂₁² (AoBG, auto);
+            * ``choice``: what auto returned (a code of :data:`diffsim.estimators.CHOICES`);
+              ``z_gap``: the first-/zeroth-order gap in combined standard errors;
+              ``widenings``: how many times σ was widened on a plateau (auto).
 
     Example:
         >>> import jax, jax.numpy as jnp
         >>> from diffsim.estimators import GradientEstimate, ZerothOrder
         >>> est = ZerothOrder(sigma=0.1, num_samples=16)
         >>> r = est(jnp.sin, jnp.asarray(0.0), jax.random.PRNGKey(0))
-        >>> isinstance(r, GradientEstimate), float(r.alpha)
-        (True, 0.0)
-        >>> int(r.num_loss_evals), int(r.num_grad_evals), int(r.num_evals)  # N + 1 losses
+        >>> isinstance(r, GradientEstimate), sorted(r.stats)
+        (True, ['sigma_used', 'variance'])
+        >>> int(r.loss_evaluations), int(r.grad_evaluations), int(r.evaluations)  # N + 1
         (17, 0, 17)
         >>> keys = jax.random.split(jax.random.PRNGKey(0), 3)
         >>> stack = jax.vmap(lambda k: est(jnp.sin, jnp.asarray(0.0), k))(keys)
-        >>> type(stack).__name__, stack.estimate.shape  # three estimates, one pytree
-        ('GradientEstimate', (3,))
+        >>> type(stack).__name__, stack.estimate.shape, stack.variance.shape  # one pytree
+        ('GradientEstimate', (3,), (3,))
     """
 
     estimate: PyTree[Array]
     std_error: PyTree[Array]
-    num_loss_evals: Array
-    num_grad_evals: Array
-    variance: Array
-    zeroth_variance: Array
-    first_variance: Array
-    alpha: Array
-    epsilon: Array
-    bias_gap: Array
-    sigma_used: Array
-    choice: Array
-    z_gap: Array
-    widenings: Array
-    reports: tuple[str, ...] = eqx.field(static=True, default=())
-    """The estimator-specific quantities it computed (names in :data:`QUANTITIES`), reported
-    by :meth:`report` after :data:`BASE_QUANTITIES`."""
+    loss_evaluations: Array
+    grad_evaluations: Array
+    stats: dict[str, Array] = eqx.field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Array:
+        # only called when normal lookup fails: a stat by its name (``r.alpha``)
+        if name in STATS:
+            stats = self.__dict__.get("stats", {})
+            if name in stats:
+                return stats[name]
+            raise AttributeError(
+                f"this estimate has no {name!r}: its estimator computed "
+                f"{', '.join(self.reports) or 'no stats'} (GradientEstimate.stats)"
+            )
+        raise AttributeError(f"'GradientEstimate' object has no attribute {name!r}")
 
     @property
-    def num_evals(self) -> Array:
+    def evaluations(self) -> Array:
         """Simulator evaluations: loss evaluations plus gradient evaluations."""
-        return self.num_loss_evals + self.num_grad_evals
+        return self.loss_evaluations + self.grad_evaluations
+
+    @property
+    def reports(self) -> tuple[str, ...]:
+        """The names in ``stats``, in report order (:data:`QUANTITIES`)."""
+        return tuple(n for n in STATS if n in self.stats)
 
     @property
     def choice_name(self) -> str | None:
         """What :class:`~diffsim.estimators.Auto` returned, by name (``"exact"``,
         ``"mixed"``, ``"zeroth"``, ``"none"``); ``None`` for the other estimators (and for a
         stack of estimates, whose ``choice`` is an array)."""
-        if not _holds_values(self.choice):  # traced, or a shape (in JAX's error messages)
+        code = self.stats.get("choice")
+        if code is None or not _holds_values(code):  # traced, or a shape (in JAX's errors)
             return None
-        code = np.asarray(self.choice)
+        code = np.asarray(code)
         if code.ndim or not 0 <= int(code) < len(CHOICES):
             return None
         return CHOICES[int(code)]
@@ -191,10 +199,10 @@ class GradientEstimate(eqx.Module):
 
     def _text(self) -> str:
         """The estimate as numbers: ``GradientEstimate(estimate=…, std_error=…, …)``,
-        with what the estimator reports (a traced or stacked estimate shows shapes)."""
+        with its stats (a traced or stacked estimate shows shapes)."""
         leaves = jax.tree_util.tree_leaves(self.estimate)
         if not all(_holds_values(v) for v in leaves):
-            return f"GradientEstimate(traced, reports={self.reports})"
+            return f"GradientEstimate(traced, stats={self.reports})"
 
         def fmt(v: Any) -> str:
             a = np.asarray(v)
@@ -208,19 +216,19 @@ class GradientEstimate(eqx.Module):
             return fmt(v)
 
         parts = [f"estimate={tree(self.estimate)}", f"std_error={tree(self.std_error)}",
-                 f"loss_evaluations={fmt(self.num_loss_evals)}",
-                 f"grad_evaluations={fmt(self.num_grad_evals)}"]  # fmt: skip
+                 f"loss_evaluations={fmt(self.loss_evaluations)}",
+                 f"grad_evaluations={fmt(self.grad_evaluations)}"]  # fmt: skip
         name = self.choice_name
         for q in self.reports:
             if q == "choice" and name is not None:
                 parts.append(f"choice={name!r}")
             else:
-                parts.append(f"{q}={fmt(getattr(self, q))}")
+                parts.append(f"{q}={fmt(self.stats[q])}")
         return "GradientEstimate(" + ", ".join(parts) + ")"
 
     def report(self) -> dict[str, Reported]:
         """The quantities this estimate holds, in order: :data:`BASE_QUANTITIES` and then
-        the estimator's own (``reports``), each with its :class:`Quantity` (label, unit).
+        its ``stats``, each with its :class:`Quantity` (label, unit).
 
         A CLI or a page renders this without knowing which estimator made it.
 
@@ -231,12 +239,14 @@ class GradientEstimate(eqx.Module):
             >>> names = list(r.report())
             >>> names[:5]
             ['estimate', 'std_error', 'evaluations', 'loss_evaluations', 'grad_evaluations']
-            >>> names[5:]
-            ['sigma_used', 'alpha', 'epsilon', 'bias_gap', 'zeroth_variance', 'first_variance']
+            >>> names[5:8]
+            ['sigma_used', 'alpha', 'epsilon']
+            >>> names[8:]
+            ['bias_gap', 'zeroth_variance', 'first_variance', 'variance']
         """
         out = {}
         for name in (*BASE_QUANTITIES, *self.reports):
-            value = getattr(self, _COUNT_FIELDS.get(name, name))
+            value = self.stats[name] if name in self.stats else getattr(self, name)
             out[name] = Reported(QUANTITIES[name], value)
         return out
 
@@ -251,43 +261,38 @@ def make_result(
     estimate: Array,
     std_error: Array,
     *,
-    num_loss_evals: Any,
-    num_grad_evals: Any,
-    variance: Any = jnp.nan,
-    zeroth_variance: Any = jnp.nan,
-    first_variance: Any = jnp.nan,
-    alpha: Any = jnp.nan,
-    epsilon: Any = jnp.nan,
-    bias_gap: Any = jnp.nan,
-    sigma_used: Any = jnp.nan,
-    choice: Any = -1,
-    z_gap: Any = jnp.nan,
-    widenings: Any = 0,
-    reports: tuple[str, ...] = (),
+    loss_evaluations: Any,
+    grad_evaluations: Any,
+    **stats: Any,
 ) -> GradientEstimate:
-    """Build a :class:`GradientEstimate` from flat vectors (internal helper)."""
+    """Build a :class:`GradientEstimate` from flat vectors and the named stats (internal
+    helper; a stat's name must be one of :data:`STATS`)."""
     dt = estimate.dtype
-
-    def scalar(v: Any) -> Array:
-        return jnp.asarray(v, dt)
-
+    unknown = sorted(set(stats) - set(STATS))
+    if unknown:
+        raise ValueError(f"unknown stats {unknown}: a stat is one of {', '.join(STATS)}")
     return GradientEstimate(
         estimate=unravel(estimate),
         std_error=unravel(std_error),
-        num_loss_evals=jnp.asarray(num_loss_evals, jnp.int32),
-        num_grad_evals=jnp.asarray(num_grad_evals, jnp.int32),
-        variance=scalar(variance),
-        zeroth_variance=scalar(zeroth_variance),
-        first_variance=scalar(first_variance),
-        alpha=scalar(alpha),
-        epsilon=scalar(epsilon),
-        bias_gap=scalar(bias_gap),
-        sigma_used=scalar(sigma_used),
-        choice=jnp.asarray(choice, jnp.int32),
-        z_gap=scalar(z_gap),
-        widenings=jnp.asarray(widenings, jnp.int32),
-        reports=reports,
+        loss_evaluations=jnp.asarray(loss_evaluations, jnp.int32),
+        grad_evaluations=jnp.asarray(grad_evaluations, jnp.int32),
+        stats={
+            n: jnp.asarray(v, jnp.int32 if n in _INTEGER_STATS else dt) for n, v in stats.items()
+        },
     )
+
+
+def with_stats(r: GradientEstimate, names: tuple[str, ...], **values: Any) -> GradientEstimate:
+    """``r`` with exactly the stats ``names`` (internal helper: the branches of a
+    ``lax.switch`` must return one structure): each from ``values``, else ``r``'s own, else
+    NaN (−1 for ``choice``, 0 for ``widenings``), in ``r``'s float dtype."""
+    dt = jnp.result_type(*jax.tree_util.tree_leaves(r.estimate), float)
+    filler = {"choice": -1, "widenings": 0}
+    stats = {}
+    for n in names:
+        v = values[n] if n in values else r.stats.get(n, filler.get(n, jnp.nan))
+        stats[n] = jnp.asarray(v, jnp.int32 if n in _INTEGER_STATS else dt)
+    return dataclasses.replace(r, stats=stats)
 
 
 def flatten_loss(loss: Loss, theta: Any) -> tuple[Callable[[Array], Array], Array, Callable]:
@@ -348,7 +353,7 @@ class Cost(NamedTuple):
     by each estimator's :meth:`Estimator.cost`; the CLI's memory and time guards read it).
 
     Attributes:
-        loss_evaluations: forward simulations, at most (the ``num_loss_evals`` a call
+        loss_evaluations: forward simulations, at most (the ``loss_evaluations`` a call
             reports is this or fewer: equal for a fixed estimator, fewer when an adaptive
             one stops early).
         grad_evaluations: gradient (forward + backward) evaluations, at most.

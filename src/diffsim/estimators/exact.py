@@ -20,7 +20,7 @@ def _exact(loss: Loss, theta: Any) -> GradientEstimate:
     g = jax.grad(f)(x)
     # one gradient of the loss: on a policy objective, one per episode of its batch
     calls = rollouts_per_call(loss)
-    return make_result(unravel, g, jnp.zeros_like(g), num_loss_evals=0, num_grad_evals=calls)
+    return make_result(unravel, g, jnp.zeros_like(g), loss_evaluations=0, grad_evaluations=calls)
 
 
 class Exact(Estimator):

@@ -24,7 +24,7 @@ def _central(loss: Loss, theta: Any, step: Array) -> GradientEstimate:
     fm = jax.vmap(f)(x - basis)
     g = (fp - fm) / (2 * h)
     calls = 2 * d * rollouts_per_call(loss)  # in rollouts, as every count
-    return make_result(unravel, g, jnp.zeros_like(g), num_loss_evals=calls, num_grad_evals=0)
+    return make_result(unravel, g, jnp.zeros_like(g), loss_evaluations=calls, grad_evaluations=0)
 
 
 class FiniteDifference(Estimator):
@@ -45,7 +45,7 @@ class FiniteDifference(Estimator):
         >>> from diffsim.estimators import FiniteDifference
         >>> fd = FiniteDifference(step=1e-3)
         >>> r = fd(lambda t: jnp.sum(t**2), jnp.array([1.0, -2.0]))  # no key needed
-        >>> [round(float(g), 3) for g in r.estimate], int(r.num_loss_evals)
+        >>> [round(float(g), 3) for g in r.estimate], int(r.loss_evaluations)
         ([2.0, -4.0], 4)
         >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0)
         >>> round(float(fd(step, jnp.asarray(0.0)).estimate), 1)  # ΔL / (2δ) across the jump

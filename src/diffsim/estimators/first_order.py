@@ -34,13 +34,10 @@ def _first(noise: Noise, theta, key, num_samples, mesh) -> GradientEstimate:
         unravel,
         mean,
         se,
-        num_loss_evals=0,
-        num_grad_evals=num_samples,
-        variance=var,
-        first_variance=var,
-        alpha=1.0,
+        loss_evaluations=0,
+        grad_evaluations=num_samples,
         sigma_used=noise.largest_sigma(theta),
-        reports=FirstOrder.reports,
+        variance=var,
     )
 
 
@@ -73,8 +70,8 @@ class FirstOrder(SmoothingEstimator):
         ...                                           jnp.array([1.0, -2.0]), key)
         >>> bool(jnp.all(jnp.abs(r.estimate - jnp.array([2.0, -4.0])) < 3 * r.std_error))
         True
-        >>> int(r.num_grad_evals), float(r.alpha)
-        (64, 1.0)
+        >>> int(r.grad_evaluations), r.reports
+        (64, ('sigma_used', 'variance'))
         >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0)  # smoothed gradient at 0: 3.99
         >>> r = FirstOrder(sigma=0.1)(step, jnp.asarray(0.0), key)
         >>> float(r.estimate), float(r.std_error)  # blind to the jump, and sure of it
@@ -86,7 +83,7 @@ class FirstOrder(SmoothingEstimator):
     sharded = True
     summary = "average of exact gradients at perturbed θ: low variance, blind to jumps"
     options = (SIGMA, NUM_SAMPLES)
-    reports = ("sigma_used",)
+    reports = ("sigma_used", "variance")
 
     sigma: Any = eqx.field(
         converter=lambda v: check_sigma("sigma", v), default_factory=lambda: DEFAULT_SIGMA

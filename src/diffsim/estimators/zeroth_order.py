@@ -35,13 +35,10 @@ def _zeroth(noise: Noise, theta, key, num_samples, antithetic, mesh) -> Gradient
         unravel,
         mean,
         se,
-        num_loss_evals=evals,
-        num_grad_evals=0,
-        variance=var,
-        zeroth_variance=var,
-        alpha=0.0,
+        loss_evaluations=evals,
+        grad_evaluations=0,
         sigma_used=noise.largest_sigma(theta),
-        reports=ZerothOrder.reports,
+        variance=var,
     )
 
 
@@ -80,7 +77,7 @@ class ZerothOrder(SmoothingEstimator):
         ...                                            jnp.array([1.0, -2.0]), key)
         >>> bool(jnp.all(jnp.abs(r.estimate - jnp.array([2.0, -4.0])) < 3 * r.std_error))
         True
-        >>> int(r.num_loss_evals), int(r.num_grad_evals)  # N + 1 losses, no gradient
+        >>> int(r.loss_evaluations), int(r.grad_evaluations)  # N + 1 losses, no gradient
         (257, 0)
         >>> step = lambda t: jnp.where(t > 0.0, 1.0, 0.0)  # smoothed gradient at 0: 3.99
         >>> paired = ZerothOrder(sigma=0.1, num_samples=1000, antithetic=True)
@@ -94,7 +91,7 @@ class ZerothOrder(SmoothingEstimator):
     sharded = True
     summary = "score-function estimate from loss values only: unbiased across jumps"
     options = (SIGMA, NUM_SAMPLES, ANTITHETIC)
-    reports = ("sigma_used",)
+    reports = ("sigma_used", "variance")
 
     sigma: Any = eqx.field(
         converter=lambda v: check_sigma("sigma", v), default_factory=lambda: DEFAULT_SIGMA

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from .._results import RESULTS, status_name, status_of
 from ._data import _Data
 from ._matrix_free import FULL_COVARIANCE_MAX, variances
 from ._parameters import Parameter
@@ -22,84 +23,92 @@ from ._statistics import _covariance, _scaled_svd, _t_quantile, _theta_block, _u
 
 @dataclass(frozen=True)
 class IdentifyResult:
-    """What :func:`identify` found.
+    """What :func:`identify` found: a small core (the estimates, their uncertainty, the fit's
+    residual, how it ended and what it cost) and ``stats``, the rest of what the fit
+    measured and did. A stat is read as ``r.stats["iterations"]`` or ``r.iterations``.
 
     Attributes:
         names: the fitted parameters' names.
         theta: ``{name: estimate}``; ``theta_full``: θ with the estimates put in.
-        start: ``{name: start}``.
         std_error, interval_low, interval_high: standard errors and 95 % intervals
             (``inf`` / ``∓inf`` for a parameter the data do not determine).
-        covariance: (p, p), in the parameters' units; ``None`` where the matrix-free
-            solver did not form it (beyond ``FULL_COVARIANCE_MAX`` parameters, or with
-            ``intervals_for``: then only the named parameters have intervals, the others
-            NaN, and ``message`` says so).
-        residual: the root mean square of the weighted residuals at θ̂; ``residual_start``
-            at the start; ``residual_per_signal``: ``{signal: RMS}``.
-        cost: ½‖r‖² at θ̂. ``num_samples``: N, observed samples.
-        singular_values: relative singular values of the column-normalised Jacobian
-            (empty on the matrix-free path, which forms no Jacobian).
-        unidentifiable: names of parameters the data do not determine at θ̂.
-        converged: whether Levenberg–Marquardt met its tolerances within ``max_steps``.
-        message: why it stopped.
-        iterations: solver steps; ``evaluations``: rollouts (of all recordings) with
-            their Jacobians (one per step, one at the start and one at θ̂ of each solve);
-            ``rollout_equivalents``: evaluations × (1 + p + #starts) (one per forward-mode
-            tangent; the smoothed Jacobian adds 2·M·p rollouts), plus 10·p + 1 + p + #starts for
-            each of the doctor's checks (its differences and the exact Jacobian it checks),
-            plus, for each probe around θ̂ (``trust="act"``), its Jacobian and its rollouts.
+        residual: the root mean square of the weighted residuals at θ̂.
+        status: how it ended, a :data:`~diffsim.RESULTS` item: ``converged``
+            (Levenberg–Marquardt met its tolerances within ``max_steps``), ``max_steps`` or
+            ``non_finite`` (the simulation went non-finite; the last finite iterate is
+            reported). ``converged`` (a property) says whether it is ``converged``.
+        message: why it stopped, with what the fit did on the way.
+        evaluations: rollouts (of all recordings) with their Jacobians (one per step, one
+            at the start and one at θ̂ of each solve); ``rollout_equivalents``:
+            evaluations × (1 + p + #starts) (one per forward-mode tangent; the smoothed
+            Jacobian adds 2·M·p rollouts), plus 10·p + 1 + p + #starts for each of the
+            doctor's checks (its differences and the exact Jacobian it checks), plus, for
+            each probe around θ̂ (``trust="act"``), its Jacobian and its rollouts.
             Matrix-free: per solver step 4 rollout equivalents (the linearisation, Jᵀr, Jδ,
             the trial; the smoothed Jacobian adds 2·M) and 2 per product with JᵀJ in its
             conjugate gradients, 10·M + 2 per check, 2 per product of the interval solves.
-        jacobian_mode, seconds: how the Jacobian was computed, and the wall time.
-        jacobian_trusted: whether the doctor's finite-difference check agreed with the
-            exact Jacobian at θ̂ (``None``: not checked).
-        actions: what the fit did because the doctor did not trust the exact Jacobian
-            (``trust="act"``): switched to multiple shooting or to the smoothed Jacobian,
-            where and why, or fitted again from a lower probe around θ̂; ``jacobian``:
-            ``"exact"`` or ``"smoothed"``, the Jacobian the last solve and the intervals
-            used.
-        history: ``{"cost": (k,), "theta": (k, p)}``: the accepted iterates.
+        seconds: the wall time.
+        stats: the rest, by name:
+
+            * ``start``: ``{name: start}``; ``residual_start``: the residual RMS there;
+              ``residual_per_signal``: ``{signal: RMS}`` at θ̂; ``cost``: ½‖r‖² at θ̂;
+              ``num_samples``: N, observed samples; ``iterations``: solver steps;
+            * ``covariance``: (p, p), in the parameters' units; ``None`` where the
+              matrix-free solver did not form it (beyond ``FULL_COVARIANCE_MAX``
+              parameters, or with ``intervals_for``: then only the named parameters have
+              intervals, the others NaN, and ``message`` says so);
+            * ``singular_values``: relative singular values of the column-normalised
+              Jacobian (empty on the matrix-free path, which forms no Jacobian);
+              ``unidentifiable``: names of parameters the data do not determine at θ̂;
+            * ``jacobian_mode``: how the Jacobian was computed; ``jacobian_trusted``:
+              whether the doctor's finite-difference check agreed with the exact Jacobian
+              at θ̂ (``None``: not checked); ``jacobian``: ``"exact"`` or ``"smoothed"``,
+              the Jacobian the last solve and the intervals used;
+            * ``actions``: what the fit did because the doctor did not trust the exact
+              Jacobian (``trust="act"``): switched to multiple shooting or to the smoothed
+              Jacobian, where and why, or fitted again from a lower probe around θ̂;
+            * ``windows``: shooting windows per recording; ``continuity_defect``: the
+              largest gap between windows;
+            * ``history``: ``{"cost": (k,), "theta": (k, p)}``: the accepted iterates.
 
     Example:
         >>> import jax.numpy as jnp
-        >>> from diffsim import identify
+        >>> from diffsim import RESULTS, identify
         >>> from diffsim.identification import simulate_recording, Parameter
         >>> step = lambda s, th: (s[0] + 0.1 * s[1], s[1] - 0.1 * th["c"] * s[1])
         >>> rec = simulate_recording(step, (0.0, 1.0), {"c": jnp.array(0.5)}, 20)
         >>> res = identify(step, rec, {"c": jnp.array(1.0)}, [Parameter("c", lower=0.0)])
-        >>> round(res.theta["c"], 6), res.converged
-        (0.5, True)
+        >>> round(res.theta["c"], 6), res.converged, bool(res.status == RESULTS.converged)
+        (0.5, True, True)
+        >>> res.iterations == res.stats["iterations"] > 0
+        True
     """
 
     names: tuple[str, ...]
     theta: dict[str, float]
     theta_full: Any
-    start: dict[str, float]
     std_error: dict[str, float]
     interval_low: dict[str, float]
     interval_high: dict[str, float]
-    covariance: np.ndarray | None
     residual: float
-    residual_start: float
-    residual_per_signal: dict[str, float]
-    cost: float
-    num_samples: int
-    singular_values: tuple[float, ...]
-    unidentifiable: tuple[str, ...]
-    converged: bool
+    status: RESULTS
     message: str
-    iterations: int
     evaluations: int
     rollout_equivalents: int
-    jacobian_mode: str
-    jacobian_trusted: bool | None
     seconds: float
-    history: dict[str, np.ndarray] = field(repr=False)
-    windows: int = 1
-    continuity_defect: float = 0.0
-    actions: tuple[str, ...] = ()
-    jacobian: str = "exact"
+    stats: dict[str, Any] = field(repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # only called when normal lookup fails: a stat by its name (``r.iterations``)
+        stats = self.__dict__.get("stats", {})
+        if name in stats:
+            return stats[name]
+        raise AttributeError(f"'IdentifyResult' object has no attribute or stat {name!r}")
+
+    @property
+    def converged(self) -> bool:
+        """Whether Levenberg–Marquardt met its tolerances within ``max_steps``."""
+        return bool(self.status == RESULTS.converged)
 
     def __repr__(self) -> str:
         lines = [
@@ -158,6 +167,7 @@ class IdentifyResult:
             "singular_values": list(self.singular_values),
             "unidentifiable": list(self.unidentifiable),
             "converged": self.converged,
+            "status": status_name(self.status),
             "message": self.message,
             "iterations": self.iterations,
             "evaluations": self.evaluations,
@@ -287,31 +297,33 @@ def summarise(
         names=names,
         theta=dict(zip(names, map(float, x_hat))),
         theta_full=theta_full,
-        start=dict(zip(names, map(float, x0))),
         std_error=dict(zip(names, map(float, se))),
         interval_low=dict(zip(names, map(float, x_hat - tq * se))),
         interval_high=dict(zip(names, map(float, x_hat + tq * se))),
-        covariance=cov,
         residual=float(np.sqrt(r @ r / N)),
-        residual_start=float(np.sqrt(float(jnp.sum(r0[:n_data] ** 2)) / N)),
-        residual_per_signal=per_signal,
-        cost=0.5 * float(r @ r),
-        num_samples=N,
-        singular_values=tuple(float(s) for s in sv),
-        unidentifiable=bad,
-        converged=bool(ok),
+        status=status_of("converged" if ok else "max_steps" if finite else "non_finite"),
         message=message,
-        iterations=k_total,
         evaluations=evaluations,
         rollout_equivalents=int(rollout_equivalents),
-        jacobian_mode=JACOBIAN_MODES[jac],
-        jacobian_trusted=trusted,
         seconds=time.perf_counter() - t_start,
-        history={"cost": hist_cost, "theta": hist_theta},
-        windows=problem.num_windows,
-        continuity_defect=defect if n_extra else 0.0,
-        actions=tuple(actions),
-        jacobian="smoothed" if smoothed_fit else "exact",
+        stats={
+            "start": dict(zip(names, map(float, x0))),
+            "residual_start": float(np.sqrt(float(jnp.sum(r0[:n_data] ** 2)) / N)),
+            "residual_per_signal": per_signal,
+            "cost": 0.5 * float(r @ r),
+            "num_samples": N,
+            "iterations": k_total,
+            "covariance": cov,
+            "singular_values": tuple(float(s) for s in sv),
+            "unidentifiable": bad,
+            "jacobian_mode": JACOBIAN_MODES[jac],
+            "jacobian_trusted": trusted,
+            "jacobian": "smoothed" if smoothed_fit else "exact",
+            "actions": tuple(actions),
+            "windows": problem.num_windows,
+            "continuity_defect": defect if n_extra else 0.0,
+            "history": {"cost": hist_cost, "theta": hist_theta},
+        },
     )
 
 

@@ -285,13 +285,18 @@ def make_result(
 def with_stats(r: GradientEstimate, names: tuple[str, ...], **values: Any) -> GradientEstimate:
     """``r`` with exactly the stats ``names`` (internal helper: the branches of a
     ``lax.switch`` must return one structure): each from ``values``, else ``r``'s own, else
-    NaN (−1 for ``choice``, 0 for ``widenings``), in ``r``'s float dtype."""
+    NaN (−1 for ``choice``, 0 for ``widenings``), in ``r``'s float dtype. A filler takes
+    the shape of ``r``'s counts, so a history's stacked estimates get one per step."""
     dt = jnp.result_type(*jax.tree_util.tree_leaves(r.estimate), float)
     filler = {"choice": -1, "widenings": 0}
+    shape = jnp.shape(r.loss_evaluations)
     stats = {}
     for n in names:
-        v = values[n] if n in values else r.stats.get(n, filler.get(n, jnp.nan))
-        stats[n] = jnp.asarray(v, jnp.int32 if n in _INTEGER_STATS else dt)
+        kind = jnp.int32 if n in _INTEGER_STATS else dt
+        if n in values or n in r.stats:
+            stats[n] = jnp.asarray(values[n] if n in values else r.stats[n], kind)
+        else:
+            stats[n] = jnp.full(shape, filler.get(n, jnp.nan), kind)
     return dataclasses.replace(r, stats=stats)
 
 

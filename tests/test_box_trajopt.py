@@ -185,8 +185,8 @@ def test_cli_train_default_is_the_library_decide():
     )
     assert got["iterations_run"] == int(r.steps_run) == 5
     assert got["loss_evaluations"] == int(r.loss_evaluations)
-    assert got["gradient_evaluations"] == int(r.gradient_evaluations)
-    assert got["evaluations"] == got["loss_evaluations"] + got["gradient_evaluations"]
+    assert got["grad_evaluations"] == int(r.grad_evaluations)
+    assert got["evaluations"] == got["loss_evaluations"] + got["grad_evaluations"]
     assert got["loss_final"] < got["loss_initial"]
 
 

@@ -63,7 +63,7 @@ def test_optimize_defaults_from_plateau(v0, extra):
     assert out["method"] == ("adam" if extra else "decide")
     if not extra:  # the decisions end with L-BFGS converged on the exact gradient
         assert [d["method"] for d in out["decisions"]][-2:] == ["lbfgs", "stop"]
-        assert out["evaluations"] == out["loss_evaluations"] + out["gradient_evaluations"]
+        assert out["evaluations"] == out["loss_evaluations"] + out["grad_evaluations"]
     assert {
         "v0_final",
         "loss_final",

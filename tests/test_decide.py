@@ -33,7 +33,7 @@ def test_wall_decisions_and_landing(v0, first, why):
     assert int(r.evaluations) <= (60 if first == "lbfgs" else 600)
     # the counts add up: loss + gradient, the history's cumulative count ends below the
     # total (the last check comes after the last step), decisions' counts non-decreasing
-    assert int(r.evaluations) == int(r.loss_evaluations) + int(r.gradient_evaluations)
+    assert int(r.evaluations) == int(r.loss_evaluations) + int(r.grad_evaluations)
     assert int(r.history.evaluations[-1]) <= int(r.evaluations)
     spent = [d.evaluations for d in r.decisions]
     assert spent == sorted(spent) and spent[-1] == int(r.evaluations)

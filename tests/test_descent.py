@@ -88,7 +88,7 @@ def test_lbfgs_reaches_the_minimiser_and_stops():
     g = jax.grad(quartic)(r.theta)
     assert float(jnp.max(jnp.abs(g))) < 1e-6
     assert int(r.steps_run) < 60  # converged: the remaining steps spent nothing
-    assert int(r.evaluations) == int(r.gradient_evaluations) and int(r.loss_evaluations) == 0
+    assert int(r.evaluations) == int(r.grad_evaluations) and int(r.loss_evaluations) == 0
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_evaluations_counted_against_a_counting_loss(make):
     # the history reads the line search's own value at each θ_k, and evaluates the loss once
     # more (monitoring, documented as not counted): where θ stopped moving or at the end
     assert loss.n == int(r.evaluations) + 1
-    assert int(r.evaluations) == int(r.loss_evaluations) + int(r.gradient_evaluations)
+    assert int(r.evaluations) == int(r.loss_evaluations) + int(r.grad_evaluations)
     assert int(r.evaluations) > int(r.steps_run)  # the first step evaluates twice at least
 
 

@@ -59,7 +59,7 @@ class OptimizeHistory(eqx.Module):
         loss: L(θ_k) (monitoring only: not counted in ``evaluations``).
         estimate: the :class:`GradientEstimate` of step k (every field stacked).
         evaluations: cumulative simulator evaluations (loss + gradient) after step k.
-        loss_evaluations, gradient_evaluations: the same, split into value-only loss
+        loss_evaluations, grad_evaluations: the same, split into value-only loss
             evaluations (line-search trials of a backtracking search, zeroth-order samples)
             and value-and-gradient evaluations.
         sigma: σ_k used by the estimator (its largest component when σ is per component;
@@ -83,7 +83,7 @@ class OptimizeHistory(eqx.Module):
     sigma: Array
     temperature: Array
     loss_evaluations: Array
-    gradient_evaluations: Array
+    grad_evaluations: Array
 
 
 class OptimizeResult(eqx.Module):
@@ -97,7 +97,7 @@ class OptimizeResult(eqx.Module):
             :class:`~diffsim.policies.PolicyObjective` on its batch is one per episode
             (:func:`~diffsim.policies.rollouts_per_call`), so runs of every method compare.
         history: the :class:`OptimizeHistory` of all K steps.
-        loss_evaluations, gradient_evaluations: ``evaluations`` split into value-only loss
+        loss_evaluations, grad_evaluations: ``evaluations`` split into value-only loss
             evaluations and value-and-gradient evaluations (line-search trials included).
         steps_run: the steps that spent evaluations: ``steps`` unless a line-search or
             Optimistix method converged (or could decrease the loss no further) or the
@@ -130,7 +130,7 @@ class OptimizeResult(eqx.Module):
     evaluations: Array
     history: OptimizeHistory
     loss_evaluations: Array
-    gradient_evaluations: Array
+    grad_evaluations: Array
     steps_run: Array
     rejected_at: Array
     status: RESULTS
@@ -474,7 +474,7 @@ def _decided(loss, theta0, method, steps, key, callback, budget) -> OptimizeResu
         )
     last = ran.results[-1]
     loss_evals = ran.check_loss_evals + sum(int(p.loss_evaluations) for p in ran.results)
-    grad_evals = ran.check_grad_evals + sum(int(p.gradient_evaluations) for p in ran.results)
+    grad_evals = ran.check_grad_evals + sum(int(p.grad_evaluations) for p in ran.results)
     rejected = [s + int(p.rejected_at) for s, p in zip(ran.step_before, ran.results)
                 if int(p.rejected_at) >= 0]  # fmt: skip
     return OptimizeResult(

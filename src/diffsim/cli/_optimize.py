@@ -146,7 +146,7 @@ def optimize_cmd(
         "devices": num_devices if ESTIMATORS[estimator].sharded else 1,
         "evaluations": int(r.evaluations),
         "loss_evaluations": int(r.loss_evaluations),
-        "gradient_evaluations": int(r.gradient_evaluations),
+        "grad_evaluations": int(r.grad_evaluations),
         "status": status_name(r.status),
         "decisions": [d._asdict() for d in r.decisions],
         "history": {  # the steps that ran (a converged line search stops early)

@@ -136,7 +136,7 @@ def train_cmd(
         "loss_final": float(r.loss),
         "evaluations": int(r.evaluations),
         "loss_evaluations": int(r.loss_evaluations),
-        "gradient_evaluations": int(r.gradient_evaluations),
+        "grad_evaluations": int(r.grad_evaluations),
         "status": status_name(r.status),
         "decisions": [d._asdict() for d in r.decisions],
         "seconds": seconds,

@@ -65,6 +65,35 @@ def test_auto_picks_forward_when_reverse_would_store_large_residuals():
     assert float(res.grad) == pytest.approx(float(jnp.sum(k * jnp.cos(0.5 * k))), rel=1e-12)
 
 
+@pytest.mark.parametrize("mode", ["auto", "forward", "reverse"])
+def test_inside_jit_and_vmap_it_is_the_same_gradient_and_mode(mode):
+    """Called under the caller's ``jax.jit`` (and ``vmap``), the mode is still chosen while
+    tracing: the gradient is the one computed outside, to the last bit, by the same mode."""
+    theta = {"v0": jnp.array([0.7, 1.3]), "g": jnp.asarray(9.81)}
+    p0 = jnp.array([0.0, 1.0])
+    outside = diffsim.value_and_grad(ball_loss, theta, p0, mode=mode)
+    modes = []
+
+    @jax.jit
+    def inside(t, p):
+        g = diffsim.value_and_grad(ball_loss, t, p, mode=mode)
+        modes.append(g.mode)  # a Python string: known while tracing
+        return g.value, g.grad
+
+    value, grad = inside(theta, p0)
+    assert modes == [outside.mode] and (mode == "auto" or outside.mode == mode)
+    assert float(value) == float(outside.value)
+    for k in theta:
+        np.testing.assert_array_equal(grad[k], outside.grad[k])
+    starts = jnp.stack([p0, p0 + jnp.array([0.0, 0.5])])
+    batch = jax.vmap(lambda p: diffsim.value_and_grad(ball_loss, theta, p, mode=mode).grad)(
+        starts
+    )
+    for i in range(2):
+        one = diffsim.value_and_grad(ball_loss, theta, starts[i], mode=mode).grad
+        np.testing.assert_allclose(batch["v0"][i], one["v0"], rtol=1e-12)
+
+
 def test_choose_mode_rule():
     from diffsim._grad import FORWARD_MIN_RESIDUAL_BYTES, choose_mode
 
@@ -115,3 +144,30 @@ def test_integer_theta_is_promoted_to_float():
     res = diffsim.value_and_grad(lambda t: jnp.sum((t - 3.0) ** 2), jnp.arange(3))
     assert jnp.issubdtype(res.grad.dtype, jnp.floating)
     np.testing.assert_allclose(res.grad, [-6.0, -4.0, -2.0])
+
+
+def test_many_parameters_run_in_chunks_without_the_identity():
+    """Beyond ``BASIS_CHUNK`` coordinate directions, forward mode and central differences
+    take them in chunks (2,500 = 2 full chunks and a partial one): the same gradient as
+    reverse mode and the closed form, rows past d dropped."""
+    from diffsim._sharding import BASIS_CHUNK
+    from diffsim.estimators import FiniteDifference
+
+    d = 2500
+    assert 2 * BASIS_CHUNK < d < 3 * BASIS_CHUNK
+    c = jnp.linspace(0.5, 2.0, d)
+
+    def loss(t):
+        return jnp.sum(c * jnp.sin(t)) + 0.5 * jnp.sum(t) ** 2
+
+    theta = jnp.linspace(-1.0, 1.0, d)
+    want = c * jnp.cos(theta) + jnp.sum(theta)
+    fwd = diffsim.value_and_grad(loss, theta, mode="forward")
+    rev = diffsim.value_and_grad(loss, theta, mode="reverse")
+    np.testing.assert_allclose(fwd.grad, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(rev.grad, want, rtol=1e-12, atol=1e-12)
+    assert float(fwd.value) == pytest.approx(float(loss(theta)), rel=1e-14)
+    fd = FiniteDifference(step=1e-5)(loss, theta)
+    np.testing.assert_allclose(fd.estimate, want, rtol=1e-7, atol=1e-7)
+    assert int(fd.loss_evaluations) == 2 * d
+    assert FiniteDifference().cost(d).batch == BASIS_CHUNK

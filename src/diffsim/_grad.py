@@ -11,7 +11,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from ._checks import as_arrays, check_int
-from ._sharding import device_count, device_mesh, sample_map
+from ._sharding import basis_map, device_count, device_mesh, sample_map
 from ._types import Params
 
 Mode = Literal["auto", "forward", "reverse"]
@@ -86,9 +86,8 @@ def _forward(fun: Callable[..., Any], theta: Params, args: tuple) -> tuple[Any, 
     def f(p):
         return fun(unravel(p), *args)
 
-    basis = jnp.eye(flat.size, dtype=flat.dtype)
-    value, tangents = jax.vmap(lambda t: jax.jvp(f, (flat,), (t,)), out_axes=(None, 0))(basis)
-    return value, unravel(tangents)
+    values, tangents = basis_map(lambda t: jax.jvp(f, (flat,), (t,)), flat.size, 1, flat.dtype)
+    return values[0], unravel(tangents)  # every tangent's primal is the same value
 
 
 def _one(fun: Callable[..., Any], theta: Params, args: tuple, mode: str) -> tuple[Any, Any]:
@@ -182,6 +181,11 @@ def value_and_grad(
         theta, args, loss_fn=fun, mode=mode, batched=bool(batched), num_params=per_system,
         mesh=mesh,
     )  # fmt: skip
+    if isinstance(forward, jax.core.Tracer):  # under the caller's jit, vmap or grad: the
+        # mode is still chosen while tracing, so the same rule is applied here, abstractly
+        residual_bytes = _residual_bytes(fun, theta, args, batched) // device_count(mesh)
+        chosen, reason = choose_mode(per_system, residual_bytes, mode)
+        return Gradient(value, grad, chosen, reason)
     chosen = "forward" if bool(forward) else "reverse"
     _, reason = choose_mode(per_system, float(residual_bytes), mode)
     return Gradient(value, grad, chosen, reason)

@@ -168,6 +168,29 @@ def sample_map(f: Callable[..., Any], points: Any, mesh: Mesh | None) -> Any:
     return jax.tree_util.tree_map(lambda o: o[:n], out) if pad else out
 
 
+BASIS_CHUNK = 1024
+""":func:`basis_map` evaluates at most this many coordinate directions at once."""
+
+
+def basis_map(f: Callable[[Any], Any], d: int, scale: Any, dtype: Any) -> Any:
+    """``jax.vmap(f)`` over the rows of ``scale · I_d`` (the coordinate directions), stacked
+    on a leading axis of d — without forming the d × d identity: up to
+    :data:`BASIS_CHUNK` rows are built (one-hot) and evaluated at once, the chunks in a
+    ``lax.map``, so memory holds ``BASIS_CHUNK`` evaluations rather than d. At d <=
+    :data:`BASIS_CHUNK` it is one ``vmap`` over ``scale · jnp.eye(d)``."""
+    scale = jnp.asarray(scale, dtype)
+    if d <= BASIS_CHUNK:
+        return jax.vmap(f)(jnp.eye(d, dtype=dtype) * scale)
+    chunks = -(-d // BASIS_CHUNK)
+
+    def block(start):
+        rows = jax.nn.one_hot(start + jnp.arange(BASIS_CHUNK), d, dtype=dtype) * scale
+        return jax.vmap(f)(rows)  # rows past d are zero: evaluated and dropped
+
+    out = jax.lax.map(block, jnp.arange(chunks) * BASIS_CHUNK)
+    return jax.tree_util.tree_map(lambda o: o.reshape(-1, *o.shape[2:])[:d], out)
+
+
 def shard_batch(tree: Any, devices: Devices = None) -> Any:
     """Split the leading (batch) axis of every leaf of ``tree`` over ``devices``.
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
 from .._policy import rollouts_per_call
+from .._sharding import BASIS_CHUNK, basis_map
 from ._common import call_args, positive_field, warn_resolution
 from .base import Cost, Estimator, GradientEstimate, Loss, Option, flatten_loss, make_result
 
@@ -19,9 +19,8 @@ def _central(loss: Loss, theta: Any, step: Array) -> GradientEstimate:
     f, x, unravel = flatten_loss(loss, theta)
     d = x.shape[0]
     h = jnp.asarray(step, x.dtype)
-    basis = jnp.eye(d, dtype=x.dtype) * h
-    fp = jax.vmap(f)(x + basis)
-    fm = jax.vmap(f)(x - basis)
+    fp = basis_map(lambda e: f(x + e), d, h, x.dtype)  # at most BASIS_CHUNK rows at once
+    fm = basis_map(lambda e: f(x - e), d, h, x.dtype)
     g = (fp - fm) / (2 * h)
     calls = 2 * d * rollouts_per_call(loss)  # in rollouts, as every count
     return make_result(unravel, g, jnp.zeros_like(g), loss_evaluations=calls, grad_evaluations=0)
@@ -31,8 +30,8 @@ class FiniteDifference(Estimator):
     r"""Central differences :math:`∂_i L ≈ (L(θ + δ e_i) − L(θ − δ e_i)) / (2δ)`.
 
     Truncation error O(δ²) on smooth losses; across a jump within δ it returns
-    ΔL/(2δ), large. ``2 d`` loss evaluations for ``d`` parameters (vmapped); the key is
-    ignored.
+    ΔL/(2δ), large. ``2 d`` loss evaluations for ``d`` parameters (vmapped, at most 1,024
+    at once); the key is ignored.
 
     Args:
         step: δ, finite and > 0 (default 1e-3, a compromise for float32).
@@ -68,5 +67,6 @@ class FiniteDifference(Estimator):
         return _central(loss, theta, self.step)
 
     def cost(self, dim: int) -> Cost:
-        """``2 d`` loss evaluations, ``d`` at a time (one ``vmap`` per sign)."""
-        return Cost(2 * dim, 0, dim)
+        """``2 d`` loss evaluations, ``d`` at a time (one ``vmap`` per sign), at most
+        :data:`~diffsim._sharding.BASIS_CHUNK` when d is larger (chunks in a ``lax.map``)."""
+        return Cost(2 * dim, 0, min(dim, BASIS_CHUNK))

@@ -91,6 +91,27 @@ def test_lbfgs_reaches_the_minimiser_and_stops():
     assert int(r.evaluations) == int(r.grad_evaluations) and int(r.loss_evaluations) == 0
 
 
+@pytest.mark.parametrize("how", ["lbfgs", "default"])
+def test_a_float32_loss_with_x64_on_descends(how):
+    """With x64 on (as here), a float32 θ whose loss is float64: L-BFGS's state keeps the
+    value in the loss's dtype, so its line search's branches agree (they raised a dtype
+    error); the default method and L-BFGS reach the minimiser (1, 2, 3), θ in float32."""
+    target = jnp.array([1.0, 2.0, 3.0], jnp.float32)
+
+    def loss(t):  # a float64 loss of a float32 θ (a model with float64 constants)
+        return jnp.sum(W * (t - target) ** 2)
+
+    theta0 = jnp.zeros(3, jnp.float32)
+    assert jax.config.jax_enable_x64 and loss(theta0).dtype == jnp.float64
+    if how == "lbfgs":
+        r = diffsim.optimize(loss, theta0, Exact(), optimizer=optax.lbfgs(), steps=40, key=KEY)
+    else:
+        r = diffsim.optimize(loss, theta0, key=KEY, steps=40)
+    assert r.theta.dtype == jnp.float32
+    np.testing.assert_allclose(r.theta, target, rtol=1e-5, atol=1e-5)
+    assert float(r.loss) < 1e-8
+
+
 @pytest.mark.parametrize(
     "make",
     [

@@ -86,9 +86,7 @@ def test_inside_jit_and_vmap_it_is_the_same_gradient_and_mode(mode):
     for k in theta:
         np.testing.assert_array_equal(grad[k], outside.grad[k])
     starts = jnp.stack([p0, p0 + jnp.array([0.0, 0.5])])
-    batch = jax.vmap(lambda p: diffsim.value_and_grad(ball_loss, theta, p, mode=mode).grad)(
-        starts
-    )
+    batch = jax.vmap(lambda p: diffsim.value_and_grad(ball_loss, theta, p, mode=mode).grad)(starts)
     for i in range(2):
         one = diffsim.value_and_grad(ball_loss, theta, starts[i], mode=mode).grad
         np.testing.assert_allclose(batch["v0"][i], one["v0"], rtol=1e-12)

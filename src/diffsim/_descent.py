@@ -25,6 +25,7 @@ them.
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
@@ -129,6 +130,13 @@ class EstimatorDescent(Descent):
                            false, false)  # fmt: skip
 
 
+def _valued_in(loss: Callable[..., Any], dtype: Any) -> Callable[..., Any]:
+    def cast(theta):
+        return jnp.asarray(loss(theta), dtype)
+
+    return cast
+
+
 class LineSearchDescent(Descent):
     """An Optax optimizer with a line search (``optax.lbfgs()``, ...), on the exact gradient.
 
@@ -165,7 +173,8 @@ class LineSearchDescent(Descent):
         # some Optax versions start a counter in another dtype than ``update`` returns it
         # (0.2.4: num_linesearch_steps int64 weak, then int32): start in update's dtypes, so
         # the state's type is the same on every step of the loop
-        value = jnp.zeros((), jnp.result_type(*jax.tree_util.tree_leaves(theta)))
+        # … and the value in the loss's own dtype (a float32 θ may give a float64 loss)
+        value = jnp.zeros((), jax.eval_shape(loss, theta).dtype)
         after = jax.eval_shape(
             lambda s: self.optimizer.update(theta, s, theta, value=value, grad=theta,
                                             value_fn=loss)[1], state)  # fmt: skip
@@ -174,14 +183,17 @@ class LineSearchDescent(Descent):
     def step(self, loss, estimator, theta, state, key):
         stored = optax.tree_utils.tree_get(state, "value")
         have_grad = optax.tree_utils.tree_get(state, "grad") is not None
+        # the loss's value in the dtype the state keeps it in (a float32 loss with x64 on:
+        # Optax's state holds a float64 value, and its line search's branches must agree)
+        f = loss if stored is None else _valued_in(loss, stored.dtype)
         if stored is not None and have_grad:
-            value, grad = optax.value_and_grad_from_state(loss)(theta, state=state)
+            value, grad = optax.value_and_grad_from_state(f)(theta, state=state)
             first = _int(~jnp.isfinite(stored))  # the state held no value yet (θ₀)
         else:
-            value, grad = jax.value_and_grad(loss)(theta)
+            value, grad = jax.value_and_grad(f)(theta)
             first = _int(1)
         updates, new_state = self.optimizer.update(
-            grad, state, theta, value=value, grad=grad, value_fn=loss
+            grad, state, theta, value=value, grad=grad, value_fn=f
         )
         trials = _int(optax.tree_utils.tree_get(new_state, "num_linesearch_steps", 0))
         new = optax.apply_updates(theta, updates)

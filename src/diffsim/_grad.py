@@ -8,6 +8,7 @@ from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.core import Tracer
 from jax.flatten_util import ravel_pytree
 
 from ._checks import as_arrays, check_int
@@ -181,7 +182,7 @@ def value_and_grad(
         theta, args, loss_fn=fun, mode=mode, batched=bool(batched), num_params=per_system,
         mesh=mesh,
     )  # fmt: skip
-    if isinstance(forward, jax.core.Tracer):  # under the caller's jit, vmap or grad: the
+    if isinstance(forward, Tracer):  # under the caller's jit, vmap or grad: the
         # mode is still chosen while tracing, so the same rule is applied here, abstractly
         residual_bytes = _residual_bytes(fun, theta, args, batched) // device_count(mesh)
         chosen, reason = choose_mode(per_system, residual_bytes, mode)

@@ -28,7 +28,10 @@ class RESULTS(eqx.Enumeration):
 
     completed = "every step ran"
     converged = "the solver met its tolerance or could lower the loss no further"
-    stalled = "no progress: sampling phases in a row found no lower loss"
+    stalled = (
+        "no progress: a line search found no decrease along a trusted gradient, or sampling "
+        "phases in a row found no lower loss (the last decision says which)"
+    )
     budget = "the evaluation budget ran out"
     max_steps = "it did not converge within its limit of steps or phases"
     non_finite = "a NaN or inf loss (or simulation) stopped it"

@@ -57,6 +57,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._harness import first_and_median
+
 N_BALLS = 400
 STEPS = 250
 HOVER = 1.0
@@ -98,13 +100,8 @@ def make_loss(p: int, n: int = N_BALLS, steps: int = STEPS, dtype: Any = jnp.flo
 
 
 def _median_time(fn, rounds: int) -> float:
-    jax.block_until_ready(fn())  # compiles
-    times = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
+    """The median of ``rounds`` warm calls (after one that compiles), s."""
+    return first_and_median(fn, rounds)[1]
 
 
 def gradient_costs(p: int, rounds: int, max_tangents: int, loss=None) -> dict[str, Any]:

@@ -13,8 +13,15 @@ import optax
 import pytest
 
 import diffsim
-from diffsim.estimators import AlphaOrder, Exact, FiniteDifference, FirstOrder, ZerothOrder
-from diffsim.estimators._auto_action import LADDER_STATES
+from diffsim.estimators import (
+    AlphaOrder,
+    Auto,
+    Exact,
+    FiniteDifference,
+    FirstOrder,
+    ZerothOrder,
+)
+from diffsim.estimators._samplers import LADDER_STATES
 from diffsim.policies import PolicyObjective, linear_policy, rollouts_per_call
 
 B = 6  # the objective's batch
@@ -27,12 +34,15 @@ class _Tally:
     def tick(self, x):
         self.episodes += int(np.size(x)) // 2  # one final state (2 numbers) per episode
 
-    def objective(self) -> PolicyObjective:
-        """x' = x + u, u = Θx, cost |x' − c|² on the final state, x₁ ~ N(m, I)."""
+    def objective(self, flat: bool = False) -> PolicyObjective:
+        """x' = x + u, u = Θx, cost |x' − c|² on the final state, x₁ ~ N(m, I); ``flat``:
+        a cost of 0 wherever the episodes reach (1 only beyond |x₁'| = 100)."""
         c = jnp.array([0.3, 2.0])
 
         def terminal(x):
             jax.debug.callback(self.tick, x)
+            if flat:
+                return jnp.where(jnp.abs(x[0]) > 100.0, 1.0, 0.0)
             return jnp.sum((x - c) ** 2)
 
         return PolicyObjective(
@@ -80,6 +90,38 @@ def test_each_estimator_counts_the_episodes_it_simulates(estimator):
         assert int(r.grad_evaluations) == B
     if isinstance(estimator, FiniteDifference):
         assert int(r.loss_evaluations) == 2 * 4 * B
+
+
+@pytest.mark.parametrize(
+    ("flat", "max_samples"), [(False, 8), (False, 64), (True, 8)], ids=["N", "doubled", "flat"]
+)
+def test_auto_on_a_policy_counts_every_round_it_draws(flat, max_samples):
+    """Auto with action noise runs the doctor's rounds: N doubled while a statistic is
+    undecided (here up to 64), σ widened ×4 twice on a cost that nothing moves within σ.
+    Every round's episodes are counted; the ladder's noise-free cost at θ, one value and
+    gradient of ``LADDER_STATES`` episodes, counts both, so each round counts exactly that
+    many episodes more than it simulates."""
+    t = _Tally()
+    obj = t.objective(flat)
+    auto = Auto(num_samples=8, max_samples=max_samples)
+    key = jax.random.PRNGKey(6)  # on this key N = 8 leaves a statistic undecided
+    r, episodes = t.run(lambda: auto(obj, jnp.zeros((2, 2)), key))
+    rounds = 1 + int(r.widenings)
+    assert int(r.evaluations) - episodes == min(8, LADDER_STATES) * rounds
+    # a round simulates the ladder (8 states: L at θ with its gradient, then ±7 steps along
+    # ū's 2 axes), 4 noise-free gradients, 3 episodes per pair and 1 per first-order sample
+    used = int(r.grad_evaluations) - (8 + 4) * rounds - 8 * (rounds - 1)
+
+    def simulated(n):
+        return 8 * (1 + 2 * 7 * 2) + 4 + 3 * (n // 2) + n
+
+    if flat:  # widened twice: σ = 16 × the default 5 % of action_scale 1
+        assert int(r.widenings) == 2 and float(r.sigma_used) == pytest.approx(0.8)
+        assert used == 8 and episodes == 3 * simulated(8)
+    elif max_samples == 8:
+        assert int(r.widenings) == 0 and used == 8 and episodes == simulated(8)
+    else:  # undecided at N = 8: 8 more, then 16 more
+        assert int(r.widenings) == 0 and used == 32 and episodes == simulated(32)
 
 
 def test_lbfgs_on_a_policy_counts_the_batch_of_every_value_and_gradient():

@@ -38,7 +38,8 @@ from .._sigma import (
 )
 from ..estimators import _evidence as ev
 from ..estimators._evidence import DEFAULT_REL_STEPS
-from ..estimators._rounds import host_rounds, round_cost
+from ..estimators._rounds import host_rounds
+from ..estimators._samplers import ThetaSampler
 from ..estimators._thresholds import Thresholds
 from ..estimators.base import flatten_loss
 
@@ -343,16 +344,17 @@ def sample(
     max_widen = ev.MAX_WIDEN if widen and may_widen(spec) else 0  # a σ the user gives is kept
     chunk = max(2, int(num_samples) // 2 * 2)
     sbar = float(sig.max()) if x.shape[0] else 1.0
+    sampler = ThetaSampler(loss, jnp.asarray(sig / np.asarray(sbar, sig.dtype), x.dtype))
     found = host_rounds(
-        loss, theta, key, jnp.asarray(sig / np.asarray(sbar, sig.dtype), x.dtype),
-        jnp.asarray(sbar, x.dtype), jnp.asarray(np.asarray(rel_steps, float), x.dtype),
+        sampler, theta, key, jnp.asarray(sbar, x.dtype),
+        jnp.asarray(np.asarray(rel_steps, float), x.dtype),
         num_samples=chunk, max_samples=max(chunk, int(max_samples)), max_widen=max_widen,
         thresholds=thresholds, num_directions=int(num_directions), mesh=device_mesh(devices),
         stiffness_decided=stiffness_decided,
     )  # fmt: skip
     e, r = _numbers(found.evidence), int(found.widenings)
     factor = ev.WIDEN**r
-    losses, grads = round_cost(r, chunk, e.num_samples, int(np.asarray(e.fd_excess).size))
+    losses, grads = sampler.cost(r, chunk, e.num_samples, int(np.asarray(e.fd_excess).size))
     if r:
         form = f"{form} × {factor:g} (widened {r}×: nothing moved within the σ asked for)"
     m = Measurements(

@@ -11,7 +11,8 @@ import numpy as np
 
 from .._sigma import sigma_vector
 from . import _evidence as ev
-from ._rounds import round_cost, run_rounds
+from ._rounds import run_rounds
+from ._samplers import ThetaSampler
 from .base import GradientEstimate, flatten_loss, make_result
 
 
@@ -28,7 +29,8 @@ def parameter_auto(
     sig = sigma_vector(sigma, theta)
     sbar = jnp.max(sig) if d else jnp.ones((), dt)
     steps = jnp.asarray(np.asarray(ev.DEFAULT_REL_STEPS, float), dt)
-    found = run_rounds(loss, theta, key, sig / sbar, sbar, steps, num_samples=n,
+    sampler = ThetaSampler(loss, sig / sbar)
+    found = run_rounds(sampler, theta, key, sbar, steps, num_samples=n,
                        max_samples=max_samples, max_widen=max_widen, thresholds=thresholds,
                        mesh=mesh)  # fmt: skip
     e, rounds = found.evidence, found.widenings
@@ -44,7 +46,7 @@ def parameter_auto(
     exact = choice == ev.EXACT
     estimate = jnp.where(exact, e.grad, mix.mean)
     se = jnp.where(exact, jnp.zeros_like(mix.se), mix.se)
-    losses, gradients = round_cost(rounds, n, e.num_samples, e.fd_excess.size)
+    losses, gradients = sampler.cost(rounds, n, e.num_samples, e.fd_excess.size)
     return make_result(
         unravel,
         estimate.astype(dt),

@@ -2,13 +2,14 @@ r"""One batch of evidence and one decision: what the doctor and ``auto`` both re
 
 "Can the exact gradient at θ be trusted?" is answered once, here, for both tools:
 
-* :func:`draw` evaluates one batch around θ (one traced program): L(θ) and ∇L(θ),
-  directional central differences over a ladder of step sizes, N/2 antithetic zeroth-order
-  pairs with the exact gradient as control variate, and N independent first-order samples
-  ∇L(θ + σ ⊙ z) of the Gaussian-smoothed gradient at scale σ;
+* :func:`draw` evaluates one batch around θ (one traced program) from a sampler
+  (:mod:`~diffsim.estimators._samplers`; with noise on θ: L(θ) and ∇L(θ), directional
+  central differences over a ladder of step sizes, N/2 antithetic zeroth-order pairs with
+  the exact gradient as control variate, and N independent first-order samples
+  ∇L(θ + σ ⊙ z) of the Gaussian-smoothed gradient at scale σ);
 * :func:`statistics` reduces the batch to :class:`Evidence` (means and standard errors per
   family, the first-/zeroth-order gap, tails, flatness, finiteness), traceable: it runs
-  inside the rounds' compiled loop, and on a rollout's samples in ``Auto``'s policy graph;
+  inside the rounds' compiled loop;
 * the predicates (:func:`plateau`, :func:`jump`, :func:`heavy_tails`, their *undecided*
   bands, :func:`flat_within_sigma`) compare the evidence with **one** set of
   :class:`Thresholds`;
@@ -29,7 +30,6 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from .._sharding import sample_map
 from ._choices import CHOICES as CHOICES
 from ._choices import EXACT as EXACT
 from ._choices import MIXED as MIXED
@@ -40,9 +40,7 @@ from ._choices import ZEROTH_DOMAIN as ZEROTH_DOMAIN
 from ._choices import ZEROTH_PLATEAU as ZEROTH_PLATEAU
 from ._choices import ZEROTH_STIFF as ZEROTH_STIFF
 from ._mixing import bernstein_radius, choose_alpha
-from ._rows import first_order_samples
 from ._thresholds import Thresholds as Thresholds
-from .base import flatten_loss
 
 # ---------------------------------------------------------------------------------------
 # the widening and the ladder
@@ -94,14 +92,18 @@ def round_key(key: Array, r: Any) -> Array:
     )
 
 
-def empty_state(d: int, capacity: int, num_steps: int, num_dir: int, dtype) -> dict:
-    """Sample buffers of fixed shape for :func:`draw` (capacity samples per family)."""
-    k = d if d <= num_dir else num_dir
+def empty_state(d: int, capacity: int, num_steps: int, num_dir: int, dtype,
+                ladder_dim: int | None = None) -> dict:  # fmt: skip
+    """Sample buffers of fixed shape for :func:`draw` (capacity samples per family; rows of
+    ``d`` columns, the ladder in a space of ``ladder_dim``, default ``d``)."""
+    ladder_dim = d if ladder_dim is None else ladder_dim
+    k = ladder_dim if ladder_dim <= num_dir else num_dir
     z = jnp.zeros
     return {
         "zeroth": z((capacity // 2, d), dtype),
         "plain": z((capacity // 2, d), dtype),
         "first": z((capacity, d), dtype),
+        "first_norms": z((capacity,), dtype),
         "loss_changes": z((capacity,), dtype),
         "fixed": {"loss": z((), dtype), "grad": z((d,), dtype), "deltas": z((num_steps,), dtype),
                   "fd_plus": z((num_steps, k), dtype), "fd_minus": z((num_steps, k), dtype),
@@ -109,67 +111,35 @@ def empty_state(d: int, capacity: int, num_steps: int, num_dir: int, dtype) -> d
     }  # fmt: skip
 
 
-def draw(loss, theta, key, scale, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):
+def draw(sampler, theta, key, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):
     r"""Fill the sample buffers of ``state`` from chunk ``start`` to ``stop`` (traceable:
-    every round reuses one compiled program), computing the sample-free part (L(θ), ∇L(θ),
-    the finite-difference ladder) when ``start`` is 0.
+    every round reuses one compiled program), computing the sample-free part (L(θ), the
+    noise-free gradient, the finite-difference ladder) when ``start`` is 0.
 
-    Everything is evaluated in the scaled coordinates y, :math:`f(y) = L(θ_0 + s ⊙ y)`
-    with ``s = scale`` = σ/σ̄, where the perturbations are σ̄·z, isotropic. For one number
-    σ, s = 1 and :math:`θ_0 + 1·y` is θ_0 + y exactly: the same numbers as in θ. The
-    samples (and the ladder's points) are evaluated over ``mesh`` when one is given.
+    ``sampler`` (:mod:`~diffsim.estimators._samplers`: noise on θ or on the actions) says
+    what a chunk holds; the samples (and the ladder's points) are evaluated over ``mesh``
+    when one is given.
     """
-    f0, x0, _ = flatten_loss(loss, theta)
-    d = x0.shape[0]
-
-    def f(y):
-        return f0(x0 + scale * y)
-
-    origin = jnp.zeros_like(x0)
-    k_dir, k_samples = jax.random.split(key)
 
     def fixed(_):
-        L0, g = jax.value_and_grad(f0)(x0)
-        # directional central differences on a ladder of step sizes δ_j = s_j σ̄ (in y)
-        U = _directions(d, num_dir, k_dir, x0.dtype)  # (k, d)
-        deltas = rel_steps.astype(x0.dtype) * sigma  # (m,)
-        pts = deltas[:, None, None] * U[None, :, :]
-        both = sample_map(f, jnp.concatenate([pts, -pts]).reshape(-1, d), mesh)
-        fp, fm = both.reshape(2, *pts.shape[:2])  # (m, k) each
-        return {"loss": L0, "grad": g, "deltas": deltas, "fd_plus": fp, "fd_minus": fm,
-                "grad_along_directions": U @ (scale * g)}  # fmt: skip
+        return sampler.fixed(theta, key, sigma, rel_steps, num_dir, chunk, mesh)
 
     fx = jax.lax.cond(start == 0, fixed, lambda _: state["fixed"], None)
-    L0 = fx["loss"]
     pairs = chunk // 2
 
     def body(i, bufs):
-        k0, k1 = jax.random.split(jax.random.fold_in(k_samples, i))
-        # ZoBG in antithetic pairs with the exact gradient as control variate,
-        # g = ((L(θ+σz) − L(θ−σz))/2 − σ zᵀ∇L(θ)) z/σ + ∇L(θ) (unbiased: E[zzᵀ] = I): the
-        # even part of the loss (a bowl's curvature) cancels in the pair and the linear part
-        # in the control variate, so for a smooth loss only O(σ²) is left; a jump's
-        # contribution is untouched
-        gy = scale * fx["grad"]
-        z = jax.random.normal(k0, (pairs, d), x0.dtype)
-        fp, fm = sample_map(f, jnp.concatenate([sigma * z, -sigma * z]), mesh).reshape(2, -1)
-        g0 = ((fp - fm) / 2 - sigma * (z @ gy))[:, None] * z / sigma + gy
-        # the same pairs without the control variate: an estimate of the smoothed gradient
-        # that does not lean on ∇L(θ), to test ∇L(θ) itself against
-        plain = ((fp - fm) / 2)[:, None] * z / sigma
-        g1 = first_order_samples(f, origin, sigma, k1, chunk, mesh)
-        dL = jnp.concatenate([fp, fm]) - L0
-        return {
-            "zeroth": jax.lax.dynamic_update_slice(bufs["zeroth"], g0, (i * pairs, i * 0)),
-            "plain": jax.lax.dynamic_update_slice(bufs["plain"], plain, (i * pairs, i * 0)),
-            "first": jax.lax.dynamic_update_slice(bufs["first"], g1, (i * chunk, i * 0)),
-            "loss_changes": jax.lax.dynamic_update_slice(
-                bufs["loss_changes"], dL, (i * 2 * pairs,)
-            ),
-        }
+        rows = sampler.samples(theta, key, i, sigma, fx, chunk, mesh)
+        at = {"zeroth": i * pairs, "plain": i * pairs, "first": i * chunk,
+              "first_norms": i * chunk, "loss_changes": i * 2 * pairs}  # fmt: skip
+        out = {}
+        for name, row in zip(("zeroth", "plain", "first", "first_norms", "loss_changes"), rows):
+            index = (at[name],) + (i * 0,) * (row.ndim - 1)
+            out[name] = jax.lax.dynamic_update_slice(bufs[name], row.astype(bufs[name].dtype),
+                                                     index)  # fmt: skip
+        return out
 
-    samples = {k: state[k] for k in ("zeroth", "plain", "first", "loss_changes")}
-    samples = jax.lax.fori_loop(start, stop, body, samples)
+    names = ("zeroth", "plain", "first", "first_norms", "loss_changes")
+    samples = jax.lax.fori_loop(start, stop, body, {k: state[k] for k in names})
     return dict(samples, fixed=fx)
 
 

@@ -174,8 +174,10 @@ class ActionNoise(Noise):
 
     def auto(self, theta: Any, key: Array, auto: Any, mesh: Mesh | None,
              decided: Any = None) -> GradientEstimate:  # fmt: skip
-        return action_auto(self.objective, theta, key, (self.sigma, self.action_shape),
-                           auto.num_samples, auto.thresholds, mesh, decided)  # fmt: skip
+        n = auto.num_samples
+        return action_auto(self.objective, theta, key, (self.sigma, self.action_shape), n,
+                           max(n, auto.max_samples), auto.widen_rounds, auto.thresholds, mesh,
+                           decided)  # fmt: skip
 
 
 def noise_for(loss: Loss, theta: Any, sigma: Any) -> Noise:

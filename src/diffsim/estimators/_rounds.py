@@ -1,5 +1,5 @@
 r"""The sampling rounds: the one scheduler that :func:`diffsim.diagnose` and
-:class:`~diffsim.estimators.Auto` (noise on θ) both follow.
+:class:`~diffsim.estimators.Auto` (noise on θ or on the actions) follow.
 
 The evidence of :mod:`~diffsim.estimators._evidence` is drawn in rounds, and one rule
 (:func:`next_round`) says after each what comes next:
@@ -88,44 +88,50 @@ def next_round(
     return widen, more
 
 
-def _sizes_and_buffers(scale, rel_steps, num_samples, max_samples, num_directions):
+def _sizes_and_buffers(sampler, theta, dtype, rel_steps, num_samples, max_samples,
+                       num_directions):  # fmt: skip
     n = int(num_samples)
     sizes = sample_sizes(n, max(n, int(max_samples)))
-    empty = ev.empty_state(scale.shape[0], sizes[-1], rel_steps.shape[0], num_directions,
-                           scale.dtype)  # fmt: skip
+    d, ladder_dim = sampler.dims(theta)
+    empty = ev.empty_state(d, sizes[-1], rel_steps.shape[0], num_directions, dtype, ladder_dim)
     return n, sizes, empty
 
 
-def _reduce(state: dict, size: int, sigma: Array, scale: Array) -> ev.Evidence:
-    """The statistics of the first ``size`` samples in the buffers."""
+def _reduce(state: dict, size: int, sigma: Array, scale: Array, own_norms: bool) -> ev.Evidence:
+    """The statistics of the first ``size`` samples in the buffers (``scale``: the
+    sampler's statistics scale; ``own_norms``: the sampler gives the first-order norms)."""
+    norms = state["first_norms"][:size] if own_norms else None
     return ev.statistics(state["fixed"], state["zeroth"][: size // 2], state["first"][:size],
                          state["loss_changes"][:size], sigma, scale,
-                         state["plain"][: size // 2])  # fmt: skip
+                         state["plain"][: size // 2], first_norms=norms)  # fmt: skip
 
 
 def run_rounds(
-    loss: Any, theta: Any, key: Array, scale: Array, sigma: Array, rel_steps: Array, *,
+    sampler: Any, theta: Any, key: Array, sigma: Array, rel_steps: Array, *,
     num_samples: int, max_samples: int, max_widen: int, thresholds: Thresholds,
     num_directions: int = ev.NUM_DIRECTIONS, mesh: Any = None, stiffness_decided: bool = False,
 ) -> Rounds:  # fmt: skip
-    """The rounds (traceable): σ = ``sigma`` · ``scale`` per component of raveled θ (σ̄ =
-    ``sigma`` the largest), N = ``num_samples`` (even) first, doubled up to ``max_samples``
-    while a statistic is undecided, σ widened up to ``max_widen`` times on a dead-flat
-    first batch. ``stiffness_decided``: the stiffness flag is decided elsewhere (a
-    rollout's horizon), so its undecided band asks for no more samples."""
-    n, sizes, empty = _sizes_and_buffers(scale, rel_steps, num_samples, max_samples,
-                                         num_directions)  # fmt: skip
-    dt = scale.dtype
+    """The rounds (traceable) of ``sampler`` (:mod:`~diffsim.estimators._samplers`: where
+    the noise goes, at what relative scale) at σ̄ = ``sigma``: N = ``num_samples`` (even)
+    first, doubled up to ``max_samples`` while a statistic is undecided, σ widened up to
+    ``max_widen`` times on a dead-flat first batch. ``stiffness_decided``: the stiffness
+    flag is decided elsewhere (a rollout's horizon), so its undecided band asks for no more
+    samples."""
+    dt = sigma.dtype
+    n, sizes, empty = _sizes_and_buffers(sampler, theta, dt, rel_steps, num_samples,
+                                         max_samples, num_directions)  # fmt: skip
 
     def sigma_of(r):
         return sigma * jnp.asarray(WIDEN, dt) ** r
 
     def fill(state, r, start, stop):  # chunks [start, stop) of round r at σ·WIDEN^r
-        return ev.draw(loss, theta, ev.round_key(key, r), scale, sigma_of(r), rel_steps, state,
+        return ev.draw(sampler, theta, ev.round_key(key, r), sigma_of(r), rel_steps, state,
                        jnp.asarray(start), jnp.asarray(stop), n, num_directions, mesh)  # fmt: skip
 
+    scale = sampler.statistics_scale(theta)
+
     def evidence(state, r, size):
-        return _reduce(state, size, sigma_of(r), scale)
+        return _reduce(state, size, sigma_of(r), scale, sampler.own_norms)
 
     def step(c):
         # fill round r's chunks [start, 2^i), reduce the first N·2^i samples, then widen σ
@@ -154,9 +160,9 @@ _draw = eqx.filter_jit(ev.draw)
 every later θ reuse it."""
 
 
-_statistics = jax.jit(ev.statistics)
-"""The statistics of a batch cut to its samples (the cut made outside: one program per
-batch size, whatever the loss)."""
+_statistics = jax.jit(_reduce, static_argnums=(1, 4))
+"""The statistics of a batch cut to its samples (one program per batch size, whatever the
+loss)."""
 
 
 @functools.partial(jax.jit, static_argnums=(3, 4, 5, 6))
@@ -165,26 +171,24 @@ def _next(e, r, i, num_sizes, max_widen, thresholds, stiffness_decided):
 
 
 def host_rounds(
-    loss: Any, theta: Any, key: Array, scale: Array, sigma: Array, rel_steps: Array, *,
+    sampler: Any, theta: Any, key: Array, sigma: Array, rel_steps: Array, *,
     num_samples: int, max_samples: int, max_widen: int, thresholds: Thresholds,
     num_directions: int = ev.NUM_DIRECTIONS, mesh: Any = None, stiffness_decided: bool = False,
 ) -> Rounds:  # fmt: skip
     """:func:`run_rounds`, driven from the host (the doctor's): the same rule, buffers and
     keys, with only the loss's batch compiled per loss (the statistics and the rule, which
     do not depend on the loss, compiled once per shape for every loss)."""
-    n, sizes, empty = _sizes_and_buffers(scale, rel_steps, num_samples, max_samples,
-                                         num_directions)  # fmt: skip
+    n, sizes, empty = _sizes_and_buffers(sampler, theta, sigma.dtype, rel_steps, num_samples,
+                                         max_samples, num_directions)  # fmt: skip
     r, i, state = 0, 0, empty
+    scale = sampler.statistics_scale(theta)
     while True:
-        s = sigma * jnp.asarray(WIDEN, scale.dtype) ** r
+        s = sigma * jnp.asarray(WIDEN, sigma.dtype) ** r
         stop = 2**i  # chunks: [0, 1), then [1, 2), [2, 4), ...
         start = jnp.asarray(stop // 2)
-        state = _draw(loss, theta, ev.round_key(key, r), scale, s, rel_steps, state, start,
+        state = _draw(sampler, theta, ev.round_key(key, r), s, rel_steps, state, start,
                       jnp.asarray(stop), n, num_directions, mesh)  # fmt: skip
-        size = sizes[i]
-        e = _statistics(state["fixed"], state["zeroth"][: size // 2], state["first"][:size],
-                        state["loss_changes"][:size], s, scale,
-                        state["plain"][: size // 2])  # fmt: skip
+        e = _statistics(state, sizes[i], s, scale, sampler.own_norms)
         widen, more = _next(e, r, i, len(sizes), max_widen, thresholds, stiffness_decided)
         if bool(widen):
             r, i, state = r + 1, 0, empty

@@ -296,8 +296,9 @@ def decide_or_reuse(
         def run():
             factor = jnp.asarray(WIDEN, dt) ** widened
             sigma = scale_sigma(auto.sigma, factor)
-            if policy and c == ev.MIXED:  # auto's own mix
-                r = noise.auto(theta, key, auto, device_mesh(auto.devices), decided=c)
+            if policy and c == ev.MIXED:  # auto's own mix, at the σ the decision used
+                widened_noise = noise_for(loss, theta, sigma)
+                r = widened_noise.auto(theta, key, auto, device_mesh(auto.devices), decided=c)
             else:
                 est = chosen_estimator(c, sigma, auto.num_samples, policy)
                 assert est is not None

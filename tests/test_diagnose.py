@@ -304,6 +304,55 @@ def test_a_kink_is_answered_by_auto_as_the_doctor_says_and_only_at_the_kink():
     assert smooth.verdict == "trusted" and smooth.measurements["fd_kink"] == 0.0
 
 
+def test_line_gap_tells_a_smooth_loss_from_many_small_jumps():
+    """The line test's statistic on central-difference errors along ĝ at the ladder's steps
+    (σ, 0.3σ, …, 0.001σ; ‖∇L‖ = 1, rounding noise 1e-9/δ): a smooth loss's error shrinks
+    like δ² (0), a constant share of ‖∇L‖ that does not shrink (dense small jumps: that
+    share), an error growing like 1/δ (a jump: the smaller share of the last two steps), an
+    error resolved at one step of at most 0.3σ only (0), and a ladder whose last direction
+    is not ĝ (0)."""
+    from diffsim.estimators._evidence import DEFAULT_REL_STEPS, line_gap
+
+    rel = jnp.asarray(DEFAULT_REL_STEPS)
+    noise = 1e-9 / rel
+    one, yes = jnp.asarray(1.0), jnp.asarray(1.0)
+    assert float(line_gap(0.5 * rel**2, noise, one, yes, rel)) == 0.0
+    assert float(line_gap(0.8 + 0 * rel, noise, one, yes, rel)) == pytest.approx(0.8)
+    assert float(line_gap(0.01 / rel, noise, one, yes, rel)) == pytest.approx(0.01 / 0.003)
+    assert float(line_gap(0.8 + 0 * rel, 0.15 / rel, one, yes, rel)) == 0.0
+    assert float(line_gap(0.8 + 0 * rel, noise, one, jnp.asarray(0.0), rel)) == 0.0
+
+
+@pytest.mark.parametrize("toi", [False, True], ids=["reflect", "toi"])
+def test_many_small_jumps_along_the_gradient_are_a_jump(toi):
+    """16 balls, θ ∈ R^320 (the battery's case). Independent of the doctor, a descent step
+    along −∇L of 0.01σ and of 0.3σ: without time of impact the loss rises where the gradient
+    promises a decrease (at 0.01σ by 40× the promise), with it the decrease is the
+    gradient's within 1 %. The doctor flags the first a jump on the line test's evidence
+    and trusts the second (the ladder's random directions alone had called both trusted)."""
+    from diffsim.systems.battery import many_balls_loss
+
+    loss, theta = many_balls_loss(toi)
+    value, grad = jax.jit(jax.value_and_grad(loss))(theta)
+    f, norm = jax.jit(loss), float(jnp.linalg.norm(grad))
+    sigma = 0.05  # the default σ at θ = 0
+    for step in (0.01 * sigma, 0.3 * sigma):
+        change = float(f(theta - step * grad / norm) - value)
+        if toi:
+            assert change == pytest.approx(-step * norm, rel=0.01)
+        else:
+            assert change > 0
+    if not toi:
+        assert float(f(theta - 0.01 * sigma * grad / norm) - value) > 40 * 0.01 * sigma * norm
+    d = diagnose(loss, theta, jax.random.PRNGKey(0))
+    if toi:
+        assert d.verdict == "trusted" and d.flag_names == ()
+    else:
+        assert d.flag_names == ("jump",)
+        assert "does not follow its gradient" in d.flags[0].message
+        assert d.flags[0].evidence["line_gap"] > 0.5
+
+
 # --- the battery and the CLI --------------------------------------------------------------
 @pytest.mark.slow
 def test_battery_has_no_false_alarms_and_no_misses():

@@ -140,7 +140,10 @@ class Measurements:
     differences: per direction, the error over the rounding noise (``fd_excess``, (m, k))
     and the log–log slopes of the error between consecutive steps (``fd_slopes``,
     (m−1, k)); the change of slope at θ, 0 when there is no kink (``fd_kink``,
-    :func:`~diffsim.estimators._evidence.fd_kink`). Flatness: the largest loss change at
+    :func:`~diffsim.estimators._evidence.fd_kink`); above 8 parameters the ladder's last
+    direction is the gradient's own, and ``line_gap`` is how far the loss's slope along it
+    stays from ‖∇L‖, 0 where it follows it (:func:`~diffsim.estimators._evidence.line_gap`).
+    Flatness: the largest loss change at
     δ ≈ σ/10 against the median change at σ. ``num_samples``: N, the FoBG samples (and
     ZoBG loss evaluations) these statistics rest on. ``horizon``: set for a rollout.
 

@@ -35,7 +35,7 @@ class Flag:
         >>> isinstance(flag, Flag), flag.name, flag.message.split(":")[0]
         (True, 'jump', 'a discontinuity within σ')
         >>> sorted(flag.evidence)
-        ['bias_gap', 'epsilon', 'fd_slope', 'z_beyond_tolerance', 'z_first_vs_zeroth']
+        ['bias_gap', 'epsilon', 'fd_slope', 'line_gap', 'z_beyond_tolerance', 'z_first_vs_zeroth']
     """
 
     name: str
@@ -213,7 +213,7 @@ def _plateau_advice(flags: frozenset, sigma: float | str) -> str:
 PLATEAU = Rule("plateau", _plateau, _plateau_advice, urgency=3, undecided=_plateau_undecided)
 
 
-# jump: FoBG and ZoBG disagree, or central differences grow like 1/δ ----------------------
+# jump: FoBG and ZoBG disagree, central differences grow like 1/δ, or the line test fails -
 
 
 def z_relevant_gap(m: Measurements, t: Thresholds) -> float:
@@ -231,13 +231,20 @@ def _jump(m: Measurements, t: Thresholds) -> Flag | None:
     disagree = z_gap > t.z_threshold and not _heavy_tails(m, t)
     if not bool(ev.jump(m, t)):
         return None
+    if disagree:
+        why = "first- and zeroth-order estimates disagree beyond their standard errors"
+    elif bool(ev.fd_jump(m)):
+        why = "central differences grow like 1/δ as δ shrinks"
+    else:
+        why = (f"the loss does not follow its gradient along it: its slope along ∇L differs "
+               f"from ‖∇L‖ by {100 * m.line_gap:.0f} % at the smallest steps that resolve "
+               f"it (many small discontinuities, e.g. one-step contact events)")  # fmt: skip
     return Flag(
         "jump",
-        "a discontinuity within σ: "
-        + ("first- and zeroth-order estimates disagree beyond their standard errors"
-           if disagree else "central differences grow like 1/δ as δ shrinks"),
+        "a discontinuity within σ: " + why,
         {"z_first_vs_zeroth": m.z_first_vs_zeroth, "z_beyond_tolerance": z_gap,
-         "bias_gap": m.bias_gap, "epsilon": m.epsilon, "fd_slope": m.fd_slope_small_steps},
+         "bias_gap": m.bias_gap, "epsilon": m.epsilon, "fd_slope": m.fd_slope_small_steps,
+         "line_gap": m.line_gap},
     )  # fmt: skip
 
 

@@ -68,7 +68,12 @@ ladder and by the same amount at each (a change of slope, not a curvature, which
 like δ, nor a jump, which grows like 1/δ), by more than this share of their size."""
 
 NUM_DIRECTIONS = 8
-"""Directions of the finite-difference ladder (coordinate axes when dim θ is at most this)."""
+"""Directions of the finite-difference ladder (coordinate axes when dim θ is at most this;
+else random, the last replaced by the gradient's own: the line test)."""
+
+LINE_TOLERANCE = 0.5
+"""The line test (:func:`line_gap`): the loss's slope along ∇L(θ), by central differences
+at two consecutive steps that resolve it, differs from ‖∇L(θ)‖ by more than this share."""
 
 
 # ---------------------------------------------------------------------------------------
@@ -107,7 +112,7 @@ def empty_state(d: int, capacity: int, num_steps: int, num_dir: int, dtype,
         "loss_changes": z((capacity,), dtype),
         "fixed": {"loss": z((), dtype), "grad": z((d,), dtype), "deltas": z((num_steps,), dtype),
                   "fd_plus": z((num_steps, k), dtype), "fd_minus": z((num_steps, k), dtype),
-                  "grad_along_directions": z((k,), dtype)},
+                  "grad_along_directions": z((k,), dtype), "line": z((), dtype)},
     }  # fmt: skip
 
 
@@ -188,6 +193,7 @@ class Evidence(eqx.Module):
     fd_slope_small_steps: Array
     fd_over_grad: Array
     fd_kink: Array
+    line_gap: Array
     local_change: Array
     typical_change: Array
     scale: Array
@@ -273,6 +279,7 @@ def statistics(
     ok = jnp.isfinite(tail)
     fd_slope = jnp.where(jnp.any(ok), jnp.min(jnp.where(ok, tail, jnp.inf)), 0.0)
     kink = fd_kink(fp, fm, L0, deltas, eps)
+    line = line_gap(err[:, -1], noise, ad[-1], fx["line"], deltas / sigma)
 
     # flatness at δ ≈ σ/10 against the typical change at σ
     jj = jnp.argmin(jnp.abs(deltas / sigma - 0.1))
@@ -325,6 +332,7 @@ def statistics(
         fd_slope_small_steps=fd_slope,
         fd_over_grad=jnp.max(excess[-1]),
         fd_kink=kink,
+        line_gap=line,
         local_change=local,
         typical_change=typical,
         scale=scale,
@@ -437,12 +445,13 @@ def fd_jump(e: Any) -> Array:
 
 
 def jump(e: Any, t: Thresholds) -> Array:
-    """A discontinuity within σ: the gap beyond tolerance (tails not explaining it), or
-    central differences growing like 1/δ."""
+    """A discontinuity within σ: the gap beyond tolerance (tails not explaining it),
+    central differences growing like 1/δ, or the loss not following its gradient along it
+    (:func:`line_fails`)."""
     z = relevant_gap(e, t)
     disagree = (z > t.z_threshold) & ~heavy_tails(e, t)
     evidence = _finite(e.z_first_vs_zeroth, z, e.bias_gap, e.epsilon, e.fd_slope_small_steps)
-    return (disagree | fd_jump(e)) & evidence
+    return (disagree | fd_jump(e) | line_fails(e)) & evidence
 
 
 def jump_undecided(e: Any, t: Thresholds) -> Array:
@@ -476,6 +485,32 @@ def fd_kink(fp: Array, fm: Array, L0: Array, deltas: Array, eps: Array) -> Array
         & jnp.all(jnp.isfinite(gap), axis=0)
     )
     return jnp.max(jnp.where(is_kink, gap[-1], 0.0))
+
+
+def line_gap(err: Array, noise: Array, slope: Array, is_line: Array, rel_steps: Array) -> Array:
+    r"""How far the loss's slope along the gradient's own direction is from the gradient's
+    norm, as a share of it (0 where it follows it or nothing can be said). Central
+    differences along ĝ = ∇L/‖∇L‖ at the ladder's steps have the error
+    :math:`e_j = |(L(θ + δ_jĝ) − L(θ − δ_jĝ))/2δ_j − ‖∇L‖|`; over each two consecutive
+    steps of at most 0.3σ that resolve the slope (‖∇L‖ above 10× the rounding noise
+    :math:`16ε(|L|+1)/δ_j`) and where the error does not shrink ×3 from the larger to the
+    smaller (a smooth loss's shrinks like δ², ×11 between steps 0.3 apart), the share
+    :math:`\min(e_{j-1}, e_j)/‖∇L‖`; the largest of them. Many small discontinuities
+    along ∇L (one-step contact events of many bodies) keep the error at a constant share
+    as δ shrinks, a jump makes it grow like 1/δ: both mean that a descent step of that size
+    does not get the decrease the gradient promises. ``is_line``: the ladder's last
+    direction is ĝ (dim > :data:`NUM_DIRECTIONS` and ∇L ≠ 0), else 0."""
+    resolved = (slope > 10 * noise) & (rel_steps <= 0.3 + 1e-9) & jnp.isfinite(err)
+    pair = resolved[:-1] & resolved[1:] & (err[1:] * 3 > err[:-1])
+    share = jnp.minimum(err[:-1], err[1:]) / jnp.where(slope > 0, slope, 1)
+    gap = jnp.max(jnp.where(pair, share, 0.0), initial=0.0)
+    return jnp.where(is_line > 0, gap, 0.0).astype(err.dtype)
+
+
+def line_fails(e: Any) -> Array:
+    """The line test fails (:func:`line_gap` above :data:`LINE_TOLERANCE`): the loss does
+    not follow its gradient along it at the smallest steps that resolve it."""
+    return jnp.asarray(e.line_gap) > LINE_TOLERANCE
 
 
 def kink(e: Any, t: Thresholds) -> Array:

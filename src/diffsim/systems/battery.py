@@ -14,7 +14,7 @@ layer, above the doctor): the doctor knows no system, the catalogue applies it t
 Examples:
     >>> from diffsim.systems import battery
     >>> len(battery.cases()), len(battery.held_out_cases()), "wall" in battery.PRESETS
-    (27, 14, True)
+    (29, 14, True)
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator, Mapping
 import jax
 import jax.numpy as jnp
 
+from .._rollout import rollout
+from ..contact import Plane, Restitution, WithContact
 from ..doctor import Diagnosis, Thresholds, diagnose, diagnose_rollout
 from ..integrators import ExplicitEuler, SemiImplicitEuler, VelocityVerlet
 from . import projectile_wall as pw
@@ -248,7 +250,7 @@ def cases() -> list[Case]:
         >>> from diffsim.systems.battery import cases
         >>> battery = cases()
         >>> len(battery), sum(not case.expected for case in battery)  # cases, smooth controls
-        (27, 13)
+        (29, 14)
         >>> sorted({f for case in battery for f in case.expected}) == sorted(FLAGS)
         True
     """
@@ -316,7 +318,50 @@ def cases() -> list[Case]:
              _synthetic(_hinge, 1.0, 0.1)),
         Case("hinge abs(θ − 1) + θ/2, 3σ from its kink (θ = 1.3, σ = 0.1)", frozenset(),
              "the slope 1.5 holds within 3σ", _synthetic(_hinge, 1.3, 0.1)),
+        Case("16 balls, naive reflection, thrust θ ∈ R^320", frozenset({"jump"}),
+             "a jump wherever a bounce moves by a step: the loss does not follow ∇L along it",
+             _many_balls(False)),
+        Case("16 balls, time of impact, thrust θ ∈ R^320", frozenset(),
+             "TOI: the bounce time moves smoothly with θ", _many_balls(True)),
     ]  # fmt: skip
+
+
+MANY_BALLS = (16, 500, 320)
+"""The many-balls cases: balls, steps, and θ's size (a thrust per ball and 25 steps)."""
+
+
+def many_balls_loss(toi: bool) -> tuple[Callable[[jax.Array], jax.Array], jax.Array]:
+    """The many-balls cases' loss and θ₀ (:data:`MANY_BALLS`): 16 balls dropped from
+    0.5–2 m at −2…2 m/s onto a floor (e = 0.8, h = 1/240, 500 steps), each pushed up by a
+    thrust that θ ∈ R^320 sets piecewise constant over 25 steps (θ₀ = 0); the loss is the
+    mean squared height above 1 m. Without time of impact (``position="reflect"``) every
+    bounce lands on the step grid, so the loss has a small jump wherever a bounce moves by
+    a step: thousands of them within σ, none at θ₀."""
+    n, steps, p = MANY_BALLS
+    restitution = (Restitution(Plane.ground(2), e=0.8, toi=True) if toi
+                   else Restitution(Plane.ground(2), e=0.8, position="reflect"))  # fmt: skip
+
+    def accel(x, v, theta, u):
+        return jnp.stack([jnp.zeros_like(u), u - theta["g"]])
+
+    batch = jax.vmap(WithContact(SemiImplicitEuler(accel, h=1 / 240), restitution),
+                     in_axes=(0, None, 0))  # fmt: skip
+    y0 = jnp.linspace(0.5, 2.0, n)
+    vy0 = jnp.sin(jnp.arange(n) * 2.4) * 2.0
+    s0 = (jnp.stack([jnp.zeros(n), y0], -1), jnp.stack([jnp.zeros(n), vy0], -1))
+
+    def loss(theta):
+        u = jnp.repeat(theta, n * steps // p).reshape(n, steps).T
+        ps, _ = rollout(batch, s0, {"g": jnp.asarray(9.81)}, steps, inputs=u,
+                        include_initial=False)  # fmt: skip
+        return jnp.mean((ps[..., 1] - 1.0) ** 2)
+
+    return loss, jnp.zeros(p)
+
+
+def _many_balls(toi: bool) -> Check:
+    loss, theta = many_balls_loss(toi)
+    return lambda key, **options: diagnose(loss, theta, key, **options)
 
 
 def _height(s):

@@ -323,6 +323,7 @@ def test_line_gap_tells_a_smooth_loss_from_many_small_jumps():
     assert float(line_gap(0.8 + 0 * rel, noise, one, jnp.asarray(0.0), rel)) == 0.0
 
 
+@pytest.mark.slow  # two rollouts of 16 balls × 500 steps diagnosed: ~25 s on 2 cores
 @pytest.mark.parametrize("toi", [False, True], ids=["reflect", "toi"])
 def test_many_small_jumps_along_the_gradient_are_a_jump(toi):
     """16 balls, θ ∈ R^320 (the battery's case). Independent of the doctor, a descent step

@@ -116,6 +116,11 @@ def empty_state(d: int, capacity: int, num_steps: int, num_dir: int, dtype,
     }  # fmt: skip
 
 
+SAMPLE_BUFFERS = ("zeroth", "plain", "first", "first_norms", "loss_changes")
+"""The buffers a sampler's ``samples`` fills, in the order it returns them (``zeroth`` and
+``plain`` hold N/2 rows a chunk, the others N)."""
+
+
 def draw(sampler, theta, key, sigma, rel_steps, state, start, stop, chunk, num_dir, mesh):
     r"""Fill the sample buffers of ``state`` from chunk ``start`` to ``stop`` (traceable:
     every round reuses one compiled program), computing the sample-free part (L(θ), the
@@ -134,17 +139,15 @@ def draw(sampler, theta, key, sigma, rel_steps, state, start, stop, chunk, num_d
 
     def body(i, bufs):
         rows = sampler.samples(theta, key, i, sigma, fx, chunk, mesh)
-        at = {"zeroth": i * pairs, "plain": i * pairs, "first": i * chunk,
-              "first_norms": i * chunk, "loss_changes": i * 2 * pairs}  # fmt: skip
         out = {}
-        for name, row in zip(("zeroth", "plain", "first", "first_norms", "loss_changes"), rows):
-            index = (at[name],) + (i * 0,) * (row.ndim - 1)
+        for name, row in zip(SAMPLE_BUFFERS, rows, strict=True):
+            at = i * (pairs if name in ("zeroth", "plain") else chunk)
+            index = (at,) + (i * 0,) * (row.ndim - 1)
             out[name] = jax.lax.dynamic_update_slice(bufs[name], row.astype(bufs[name].dtype),
                                                      index)  # fmt: skip
         return out
 
-    names = ("zeroth", "plain", "first", "first_norms", "loss_changes")
-    samples = jax.lax.fori_loop(start, stop, body, {k: state[k] for k in names})
+    samples = jax.lax.fori_loop(start, stop, body, {k: state[k] for k in SAMPLE_BUFFERS})
     return dict(samples, fixed=fx)
 
 
@@ -509,7 +512,7 @@ def line_gap(err: Array, noise: Array, slope: Array, is_line: Array, rel_steps: 
 
 def line_fails(e: Any) -> Array:
     """The line test fails (:func:`line_gap` above :data:`LINE_TOLERANCE`): the loss does
-    not follow its gradient along it at the smallest steps that resolve it."""
+    not follow its gradient along it at two consecutive steps of at most 0.3σ."""
     return jnp.asarray(e.line_gap) > LINE_TOLERANCE
 
 
